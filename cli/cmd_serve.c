@@ -68,7 +68,7 @@ static void pr__serve_usage(FILE *f)
             "    GET /healthz, /metrics (Prometheus), /v1/status (JSON)\n"
             "  --listen (default " PR__SERVE_LISTEN "); HTTPS with the config's http.tls.\n"
             "  --threads N (1..64; default the CPUs this process may use, at most 16):\n"
-            "           requests answered at once, one per connection.\n"
+            "           requests answered at once (a thread per connection, at most 64).\n"
             "  --reload-s S (default 60, 0 never): look at the vocabulary every S seconds and\n"
             "           load it again once its files changed and then held still for one\n"
             "           look; requests use the old one until the new one is whole.\n"

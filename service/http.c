@@ -4,9 +4,10 @@
  * One daemon with libmicrohttpd's internal polling thread: scrapes and probes
  * are rare and cheap, so one thread serving requests in turn is enough and
  * keeps handlers from running concurrently with each other. A listener
- * that answers heavier requests (`piperec serve`) asks for a pool of them
- * (pr__http_start_pool): each thread serves its own connections, so
- * handlers then run concurrently and must lock what they share. The listening
+ * that answers heavier requests asks for more (pr__http_start_pool): a pool
+ * of polling threads, each serving its own connections, or (`piperec
+ * serve`) a thread per connection; handlers then run concurrently and must
+ * lock what they share. The listening
  * socket is bound by libmicrohttpd from a sockaddr we resolve ourselves, so
  * "host:port" parsing and error messages stay ours.
  *
@@ -342,8 +343,8 @@ int pr__http_start_pool(const char *listen_addr, const pr__http_tls *tls, unsign
     uint16_t portnum;
     if (n_routes > PR_HTTP_MAX_ROUTES)
         return pr_seterr(errstr, errstr_size, PR_EINVAL, "http: too many routes");
-    if (threads < 1 || threads > PR_HTTP_MAX_THREADS)
-        return pr_seterr(errstr, errstr_size, PR_EINVAL, "http: threads must be 1..%d, not %u",
+    if (threads > PR_HTTP_MAX_THREADS)
+        return pr_seterr(errstr, errstr_size, PR_EINVAL, "http: threads must be 0..%d, not %u",
                          PR_HTTP_MAX_THREADS, threads);
     if (!listen_addr || pr_hostport_parse(listen_addr, host, sizeof(host), &portnum))
         return pr_seterr(errstr, errstr_size, PR_EINVAL, "http.listen '%s': expected host:port",
@@ -422,9 +423,10 @@ int pr__http_start_pool(const char *listen_addr, const pr__http_tls *tls, unsign
         {threads > 1 ? MHD_OPTION_THREAD_POOL_SIZE : MHD_OPTION_END, threads, NULL},
         {MHD_OPTION_END, 0, NULL},
     };
+    unsigned per_conn = threads == PR_HTTP_PER_CONNECTION ? MHD_USE_THREAD_PER_CONNECTION : 0;
     h->daemon = MHD_start_daemon(
-        MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL | (tls ? MHD_USE_TLS : 0), 0, NULL, NULL,
-        pr__http_handle, h, MHD_OPTION_LISTEN_SOCKET, fd, MHD_OPTION_CONNECTION_TIMEOUT,
+        MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL | per_conn | (tls ? MHD_USE_TLS : 0), 0,
+        NULL, NULL, pr__http_handle, h, MHD_OPTION_LISTEN_SOCKET, fd, MHD_OPTION_CONNECTION_TIMEOUT,
         (unsigned)10, MHD_OPTION_CONNECTION_LIMIT, (unsigned)PR__HTTP_MAX_CONNECTIONS,
         MHD_OPTION_NOTIFY_COMPLETED, pr__http_done, NULL, MHD_OPTION_ARRAY, tls ? tls_opts : none,
         MHD_OPTION_ARRAY, pool, MHD_OPTION_END);

@@ -77,8 +77,12 @@ int pr__http_start_tls(const char *listen, const pr__http_tls *tls, const pr__ht
 /* The same with a pool of `threads` (1..PR_HTTP_MAX_THREADS) polling
  * threads: each serves its own connections, so up to `threads` handlers run
  * at once (one per connection at a time) and must lock what they share.
- * The connection limit (64) is shared among the threads. */
-#define PR_HTTP_MAX_THREADS 64
+ * The connection limit (64) is shared among the threads. threads
+ * PR_HTTP_PER_CONNECTION: a thread for each connection (at most 64), so a
+ * request never waits behind another connection's; the caller bounds how
+ * many handlers do heavy work at once (serve: its pool of transforms). */
+#define PR_HTTP_MAX_THREADS    64
+#define PR_HTTP_PER_CONNECTION 0u
 int pr__http_start_pool(const char *listen, const pr__http_tls *tls, unsigned threads,
                         const pr__http_route *routes, size_t n_routes, pr_http **out, char *errstr,
                         size_t errstr_size);

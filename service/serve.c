@@ -10,13 +10,14 @@
  * back, and a vocabulary that grows in training reaches it by reload, not by
  * a rebuild of the serving code.
  *
- * Routes (the service's HTTP listener, pr_http.h, with a pool of
- * pr_serve_opts.threads threads): POST /v1/transform (events in, one JSON
- * line per event out), GET /healthz, /metrics (Prometheus text),
- * /v1/status (JSON).
+ * Routes (the service's HTTP listener, pr_http.h, a thread per
+ * connection): POST /v1/transform (events in, one JSON line per event
+ * out), GET /healthz, /metrics (Prometheus text), /v1/status (JSON).
  *
- * Requests run at once, one per thread: each takes a transform of its own
- * from the pool (one per thread: its decoder, block and output) and `vocab`
+ * Up to pr_serve_opts.threads requests run at once: each takes a transform
+ * of its own from the pool (pr_serve_opts.threads of them: a decoder, block
+ * and output each; a request waits for one only when all are busy, and a
+ * probe or a scrape takes none) and `vocab`
  * for reading, so decoding, the operators, the lookups of known ids and the
  * JSON rows run in parallel; the engine's second half of each block (ids
  * the first half did not find: the unseen answer, counted) runs under
@@ -54,7 +55,7 @@ struct pr_serve {
     pr_engine *eng;
     pthread_mutex_t pool_mu; /* the free transforms */
     pthread_cond_t pool_cv;
-    pr_transform **tr; /* [n_tr], one per HTTP thread */
+    pr_transform **tr; /* [n_tr]: requests at once */
     uint32_t n_tr;
     uint32_t *free_tr, n_free;  /* indices into tr */
     pthread_mutex_t mu;         /* the counters below */
@@ -69,8 +70,7 @@ struct pr_serve {
 
 /* ---------------------------------------------------------------- transform */
 
-/* A transform of the pool (waits while all are in use: more requests at
- * once than HTTP threads cannot happen, one per thread). */
+/* A transform of the pool (waits while all are in use). */
 static uint32_t pr__tr_take(pr_serve *s)
 {
     pthread_mutex_lock(&s->pool_mu);
@@ -374,7 +374,7 @@ static int pr__h_status(void *opaque, pr_mbuf *out, const char **ctype)
 
 /* ---------------------------------------------------------------- life */
 
-/* The pool: one transform per HTTP thread, all on the engine s->eng. */
+/* The pool: pr_serve_opts.threads transforms, all on the engine s->eng. */
 static int pr__pool_new(pr_serve *s, char *errstr, size_t errstr_size)
 {
     s->n_tr = s->o.threads ? s->o.threads : 1;
@@ -413,7 +413,6 @@ int pr_serve_start(const pr_serve_opts *o, pr_engine *eng, pr_serve **out, char 
     pthread_cond_init(&s->pool_cv, NULL);
     pthread_mutex_init(&s->mu, NULL);
     pr_histogram_init(&s->req_s, pr__req_bounds, sizeof(pr__req_bounds) / sizeof(*pr__req_bounds));
-    _Static_assert(PR_SERVE_MAX_THREADS <= PR_HTTP_MAX_THREADS, "a transform per HTTP thread");
     int rc = o->threads > PR_SERVE_MAX_THREADS
                  ? pr_seterr(errstr, errstr_size, PR_EINVAL, "serve: threads must be 1..%d, not %u",
                              PR_SERVE_MAX_THREADS, o->threads)
@@ -428,8 +427,9 @@ int pr_serve_start(const pr_serve_opts *o, pr_engine *eng, pr_serve **out, char 
             {"/v1/status", pr__h_status, s, NULL, NULL},
         };
         pr__http_tls tls = {o->tls_cert, o->tls_key, o->tls_ca};
-        rc = pr__http_start_pool(o->listen, o->tls_cert ? &tls : NULL, s->n_tr, routes,
-                                 sizeof(routes) / sizeof(routes[0]), &s->http, errstr, errstr_size);
+        rc = pr__http_start_pool(o->listen, o->tls_cert ? &tls : NULL, PR_HTTP_PER_CONNECTION,
+                                 routes, sizeof(routes) / sizeof(routes[0]), &s->http, errstr,
+                                 errstr_size);
     }
     if (rc) {
         s->eng = NULL; /* the caller's again */
