@@ -59,7 +59,7 @@ struct pr_serve {
     uint32_t n_tr;
     uint32_t *free_tr, n_free;  /* indices into tr */
     pthread_mutex_t mu;         /* the counters below */
-    pr_transform_counts counts; /* events of the requests answered 2xx */
+    pr_transform_counts counts; /* events of the requests answered (200, 422) */
     uint64_t requests[3];       /* answered 2xx, 4xx, 5xx */
     uint64_t loads, load_failures;
     int64_t loaded_ms; /* wall time of the vocabulary's last load */
