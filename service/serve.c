@@ -264,8 +264,8 @@ static int pr__h_metrics(void *opaque, pr_mbuf *out, const char **ctype)
     pr_hist_snapshot hs;
     pr_histogram_snapshot(&s->req_s, &hs);
     pr__metric_family(out, "piperec_serve_request_seconds", PR_METRIC_HISTOGRAM,
-                      "Time to answer a POST /v1/transform, waits included (for the "
-                      "connection's thread, a reload's swap, the engine's shared step).");
+                      "Time to answer a POST /v1/transform, waits included (for a free "
+                      "transform, a reload's swap, the engine's shared step).");
     pr__metric_histogram(out, "piperec_serve_request_seconds", NULL, 0, &hs);
     pr__metrics_counts(out, &c);
     pr__metric_single(out, "piperec_serve_vocab_loads_total", PR_METRIC_COUNTER,
