@@ -552,3 +552,105 @@ uint64_t pr__jag_vocab_size(const pr__jag *j, uint32_t f, pr_batch_vocab_cb cb, 
         return cb ? cb(opaque, (uint32_t)j->vocab_col[f]) : 0;
     return j->sizes[f];
 }
+
+/* ---------------------------------------------------------------- standalone builds */
+
+struct pr_jagged_build {
+    pr__jag *j;
+    pr__jbuild jb;
+    pr_batch *bt; /* the batch being built, NULL between builds */
+    uint32_t cap;
+};
+
+int pr_jagged_build_new(const pr_batch_schema *s, pr_jagged_build **out)
+{
+    *out = NULL;
+    pr_jagged_build *b = calloc(1, sizeof(*b));
+    if (!b)
+        return PR_ENOMEM;
+    int rc = pr__jag_new(s, &b->j);
+    if (!rc)
+        rc = pr__jbuild_init(b->j, &b->jb);
+    if (rc) {
+        pr_jagged_build_free(b);
+        return rc;
+    }
+    *out = b;
+    return 0;
+}
+
+void pr_jagged_build_free(pr_jagged_build *b)
+{
+    if (!b)
+        return;
+    pr_batch_unref(b->bt);
+    if (b->j)
+        pr__jbuild_fini(b->j, &b->jb);
+    pr__jag_free(b->j);
+    free(b);
+}
+
+#define PR__JB_CAP0 1024 /* rows a build starts with; doubled as they come */
+
+int pr_jagged_build_begin(pr_jagged_build *b, const char *pipeline)
+{
+    pr_batch_unref(b->bt);
+    for (uint32_t f = 0; f < b->j->n_feat; f++)
+        b->jb.fn[f] = 0; /* a build dropped half way */
+    b->cap = PR__JB_CAP0;
+    b->bt = pr__jag_batch(b->j, pipeline, b->cap);
+    return b->bt ? 0 : PR_ENOMEM;
+}
+
+/* Room for `need` rows: the rows so far into a batch of a larger capacity
+ * (the lengths are key-major with stride cap). */
+static int pr__jb_grow(pr_jagged_build *b, uint64_t need)
+{
+    if (need <= b->cap)
+        return 0;
+    if (need > UINT32_MAX / 2)
+        return PR_ENOMEM;
+    uint32_t nc = b->cap * 2 > need ? b->cap * 2 : (uint32_t)need;
+    pr_batch *o = b->bt, *n = pr__jag_batch(b->j, o->pipeline, nc);
+    if (!n)
+        return PR_ENOMEM;
+    const pr__jag *j = b->j;
+    pr__copy(n->label_mat, o->label_mat, (size_t)o->rows * j->n_labels * 4);
+    pr__copy(n->dense_mat, o->dense_mat, (size_t)o->rows * j->n_dense * 4);
+    for (uint32_t f = 0; f < j->n_feat; f++)
+        pr__copy(n->lengths + (size_t)f * nc, o->lengths + (size_t)f * b->cap, (size_t)o->rows * 4);
+    n->rows = o->rows;
+    pr_batch_unref(o);
+    b->bt = n;
+    b->cap = nc;
+    return 0;
+}
+
+int pr_jagged_build_add(pr_jagged_build *b, const pr_out *out, const uint32_t *idx, uint32_t k)
+{
+    if (!b->bt)
+        return PR_EINVAL;
+    int rc = pr__jb_grow(b, (uint64_t)b->bt->rows + k);
+    if (!rc)
+        rc = pr__jag_block(b->j, out);
+    if (!rc)
+        rc = pr__jag_copy_rows(b->j, &b->jb, b->bt, b->cap, out, idx, k);
+    if (!rc)
+        b->bt->rows += k;
+    return rc;
+}
+
+pr_batch *pr_jagged_build_end(pr_jagged_build *b, pr_batch_vocab_cb cb, void *opaque)
+{
+    pr_batch *bt = b->bt;
+    b->bt = NULL;
+    uint32_t nf = b->j->n_feat;
+    if (!bt || pr__jag_finish(b->j, &b->jb, bt, b->cap) < 0 ||
+        !(bt->vocab_sizes = calloc(nf ? nf : 1, sizeof(uint64_t)))) {
+        pr_batch_unref(bt);
+        return NULL;
+    }
+    for (uint32_t f = 0; f < nf; f++)
+        bt->vocab_sizes[f] = pr__jag_vocab_size(b->j, f, cb, opaque);
+    return bt;
+}

@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <netinet/in.h>
 #include <pthread.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <time.h>
@@ -56,6 +57,17 @@ bool pr_cli_port_free(const char *host, uint16_t port)
 int pr_cli_exit_code(int rc)
 {
     return rc == PR_EIO || rc == PR_ENOMEM ? 1 : 2;
+}
+
+int pr_cli_parse_long(const char *s, long lo, long hi, long *out)
+{
+    char *e;
+    errno = 0;
+    long v = strtol(s, &e, 10);
+    if (errno || e == s || *e || v < lo || v > hi)
+        return -1;
+    *out = v;
+    return 0;
 }
 
 int pr_cli_parse_opts(const char *cmd, int argc, char **argv, int from, const pr_cli_opt *opts,

@@ -85,17 +85,6 @@ static void pr__process_usage(FILE *f)
             "  (stdout or --output FILE) with the --set lines that put them in.\n");
 }
 
-static int pr__parse_int(const char *s, long lo, long hi, long *out)
-{
-    char *e;
-    errno = 0;
-    long v = strtol(s, &e, 10);
-    if (errno || e == s || *e || v < lo || v > hi)
-        return -1;
-    *out = v;
-    return 0;
-}
-
 /* Decoding workers by default: the online CPUs (1..64). */
 static int pr__process_online_cpus(void)
 {
@@ -608,7 +597,7 @@ static int pr__process_vocab_args(const pr_pipeline_cfg *pc, pr__process_args *a
                           ? "--frozen needs the vocabulary to freeze: --vocab DIR (or "
                             "transform.vocab.seed)"
                       : unseen_s && !a->frozen ? "--unseen is for --frozen"
-                      : unseen_s && pr__parse_int(unseen_s, 0, INT32_MAX, &unseen) < 0
+                      : unseen_s && pr_cli_parse_long(unseen_s, 0, INT32_MAX, &unseen) < 0
                           ? "--unseen: expected an index 0..2147483647"
                           : NULL;
     if (bad) {
@@ -640,11 +629,11 @@ static int pr__process_main(const pr_config *cfg, pr__process_args *a, const cha
         return 2;
     }
     long block_rows = 0;
-    if (threads_s && pr__parse_int(threads_s, 1, 64, &a->threads) < 0) {
+    if (threads_s && pr_cli_parse_long(threads_s, 1, 64, &a->threads) < 0) {
         fprintf(stderr, "piperec process: --threads: expected 1..64, got '%s'\n", threads_s);
         return 2;
     }
-    if (block_rows_s && pr__parse_int(block_rows_s, 64, 1 << 22, &block_rows) < 0) {
+    if (block_rows_s && pr_cli_parse_long(block_rows_s, 64, 1 << 22, &block_rows) < 0) {
         fprintf(stderr, "piperec process: --block-rows: expected 64..4194304, got '%s'\n",
                 block_rows_s);
         return 2;

@@ -80,13 +80,8 @@ static void pr__serve_usage(FILE *f)
 /* --unseen into *out: 0 or 2 after a message. */
 static int pr__parse_unseen(const char *cmd, const char *arg, int64_t *out)
 {
-    *out = 0;
-    if (!arg)
-        return 0;
-    char *end;
-    errno = 0;
-    long long v = strtoll(arg, &end, 10);
-    if (errno || end == arg || *end || v < 0 || v > INT32_MAX) {
+    long v = 0;
+    if (arg && pr_cli_parse_long(arg, 0, INT32_MAX, &v)) {
         fprintf(stderr, "piperec %s: --unseen '%s': an index 0..%d\n", cmd, arg, INT32_MAX);
         return 2;
     }
@@ -339,10 +334,8 @@ static int pr__parse_threads(const char *arg, unsigned *out)
         *out = n < 1 ? 1 : n > 16 ? 16 : (unsigned)n;
         return 0;
     }
-    char *end;
-    errno = 0;
-    long n = strtol(arg, &end, 10);
-    if (errno || end == arg || *end || n < 1 || n > PR_SERVE_MAX_THREADS) {
+    long n;
+    if (pr_cli_parse_long(arg, 1, PR_SERVE_MAX_THREADS, &n)) {
         fprintf(stderr, "piperec serve: --threads '%s': 1..%d requests at once\n", arg,
                 PR_SERVE_MAX_THREADS);
         return 2;
@@ -534,13 +527,12 @@ int pr_cli_cmd_serve(int argc, char **argv)
     if (pr)
         return pr == 1 ? 0 : pr;
     pr__serve_args a = {.config = config, .dir = vocab, .listen = listen, .from_log = from_log};
-    char *end;
-    errno = 0;
-    a.reload_s = strtoll(reload_s, &end, 10);
-    if (errno || end == reload_s || *end || a.reload_s < 0 || a.reload_s > 86400) {
+    long rs;
+    if (pr_cli_parse_long(reload_s, 0, 86400, &rs)) {
         fprintf(stderr, "piperec serve: --reload-s '%s': seconds 0..86400 (0: never)\n", reload_s);
         return 2;
     }
+    a.reload_s = rs;
     if (pr__parse_threads(threads, &a.threads))
         return 2;
     if ((state != NULL) + (vocab != NULL) + from_log > 1) {

@@ -117,6 +117,10 @@ typedef struct pr_cli_opt {
 int pr_cli_parse_opts(const char *cmd, int argc, char **argv, int from, const pr_cli_opt *opts,
                       size_t n_opts, void (*usage)(FILE *));
 
+/* An option's integer: all of s a decimal in [lo, hi] into *out: 0, or -1
+ * (the caller says what the option takes). */
+int pr_cli_parse_long(const char *s, long lo, long hi, long *out);
+
 /* One `--set PATH=VALUE` of `piperec CMD` (run, process): split at the first
  * '=' into one malloc'd copy (paths[i]; values[i] points into it), at most
  * PR_CLI_MAX_SET. 0, 1 (no memory) or 2 after a message. */

@@ -52,18 +52,20 @@ typedef struct pr__tslot {
 } pr__tslot;
 
 /* The rows of a raw-layout answer (pr_transform_raw_begin), kept until
- * pr_transform_raw_end makes them one batch. Declared schema: labels float
- * [rows][L] and dense float [rows][D] row-major, per feature its lengths
- * (int32), values (int64) and, for a weighted one, weights (float). Criteo
- * layout: labels int32, dense float [rows][D] (transposed at the end), per
- * column its indices (the engine's width). */
+ * pr_transform_raw_end makes them one batch. Declared schema: the
+ * batcher's own jagged build (pr_jagged_build), fed each flushed block's
+ * kept rows. Criteo layout: labels int32, dense float [rows][D] (transposed
+ * at the end), per column its indices (the engine's width). */
 typedef struct pr__raw {
     bool on;
+    int err;         /* the first failure (PR_ENOMEM, a side the build refused) */
     uint64_t events; /* events of the answer so far: the next error line's index */
-    uint32_t rows;
+    pr_jagged_build *jb;
+    uint32_t idx[PR__TR_CAP]; /* declared: the flushed block's kept rows */
+    uint32_t n_idx;
+    uint32_t rows, n_cols; /* Criteo */
     pr_mbuf labels, dense;
-    uint32_t n_keys;
-    pr_mbuf *lens, *vals, *wts; /* [n_keys] */
+    pr_mbuf *vals; /* [n_cols] */
 } pr__raw;
 
 struct pr_transform {
@@ -360,21 +362,18 @@ static pr_mbuf *pr__mbufs(uint32_t n)
     return m;
 }
 
-static void pr__mbufs_free(pr_mbuf *m, uint32_t n)
-{
-    for (uint32_t i = 0; m && i < n; i++)
-        pr_mbuf_fini(&m[i]);
-    free(m);
-}
-
-static void pr__raw_free(pr__raw *w)
+/* The kept rows dropped (the declared schema's build stays for the next
+ * answer). */
+static void pr__raw_reset(pr__raw *w)
 {
     pr_mbuf_fini(&w->labels);
     pr_mbuf_fini(&w->dense);
-    pr__mbufs_free(w->lens, w->n_keys);
-    pr__mbufs_free(w->vals, w->n_keys);
-    pr__mbufs_free(w->wts, w->n_keys);
+    for (uint32_t c = 0; w->vals && c < w->n_cols; c++)
+        pr_mbuf_fini(&w->vals[c]);
+    free(w->vals);
+    pr_jagged_build *jb = w->jb;
     memset(w, 0, sizeof(*w));
+    w->jb = jb;
 }
 
 static void pr__put(pr_mbuf *m, const void *p, size_t n)
@@ -382,62 +381,64 @@ static void pr__put(pr_mbuf *m, const void *p, size_t n)
     pr_mbuf_append(m, (const char *)p, n);
 }
 
-/* Row r kept for the batch (its features' positions moved past it). */
+/* Row r kept for the batch: a declared schema's row index (the block's
+ * rows go to the build together, pr__raw_block), a Criteo row's values. */
 static void pr__raw_row(pr_transform *t, uint32_t r)
 {
     pr__raw *w = &t->raw;
+    if (t->declared) {
+        w->idx[w->n_idx++] = r;
+        return;
+    }
     pr_out *o = t->out;
+    const pr_pipeline_spec *s = t->espec;
+    int32_t lab = s->has_label ? o->labels[r] : 0;
     w->rows++;
-    if (!w->lens || !w->vals || !w->wts) /* out of memory at raw_begin: raw_end says so */
-        return;
-    if (!t->declared) {
-        const pr_pipeline_spec *s = t->espec;
-        int32_t lab = s->has_label ? o->labels[r] : 0;
-        pr__put(&w->labels, &lab, 4);
-        for (uint32_t k = 0; k < s->n_dense; k++)
-            pr__put(&w->dense, &o->dense[(size_t)k * o->cap + r], 4);
-        for (uint32_t c = 0; c < s->n_sparse; c++)
-            pr__put(&w->vals[c],
-                    o->sparse_width == 4 ? (const void *)(pr_out_sparse32(o, c) + r)
-                                         : (const void *)(pr_out_sparse64(o, c) + r),
-                    o->sparse_width);
-        return;
-    }
-    const pr_fside *sd = o->side;
-    pr__put(&w->labels, sd->labels + (size_t)r * sd->n_labels, (size_t)sd->n_labels * 4);
-    pr__put(&w->dense, sd->dense + (size_t)r * sd->n_dense, (size_t)sd->n_dense * 4);
-    for (uint32_t f = 0; f < sd->n_feat; f++) {
-        int32_t n = sd->lengths[(size_t)f * sd->cap + r];
-        pr__put(&w->lens[f], &n, 4);
-        pr__put(&w->vals[f], sd->values[f] + t->pos[f], (size_t)n * 8);
-        if (sd->weights && sd->weights[f])
-            pr__put(&w->wts[f], sd->weights[f] + t->pos[f], (size_t)n * 4);
-        t->pos[f] += n;
-    }
+    pr__put(&w->labels, &lab, 4);
+    for (uint32_t k = 0; k < s->n_dense; k++)
+        pr__put(&w->dense, &o->dense[(size_t)k * o->cap + r], 4);
+    for (uint32_t c = 0; w->vals && c < w->n_cols; c++)
+        pr__put(&w->vals[c],
+                o->sparse_width == 4 ? (const void *)(pr_out_sparse32(o, c) + r)
+                                     : (const void *)(pr_out_sparse64(o, c) + r),
+                o->sparse_width);
+}
+
+/* A declared schema's kept rows of the flushed block into the build. */
+static void pr__raw_block(pr_transform *t)
+{
+    pr__raw *w = &t->raw;
+    if (w->n_idx && !w->err)
+        w->err = pr_jagged_build_add(w->jb, t->out, w->idx, w->n_idx);
+    w->n_idx = 0;
 }
 
 void pr_transform_raw_begin(pr_transform *t)
 {
-    pr__raw_free(&t->raw);
     pr__raw *w = &t->raw;
+    pr__raw_reset(w);
     w->on = true;
     pr_mbuf_init(&w->labels);
     pr_mbuf_init(&w->dense);
-    w->n_keys = t->espec->n_sparse;
-    if (t->declared) /* the sparse and list features (out->side's, once it exists) */
-        for (uint32_t i = w->n_keys = 0; i < t->schema.n_features; i++)
-            w->n_keys += t->side[i] >= 0;
-    w->lens = pr__mbufs(w->n_keys);
-    w->vals = pr__mbufs(w->n_keys);
-    w->wts = pr__mbufs(w->n_keys);
+    if (!t->declared) {
+        w->n_cols = t->espec->n_sparse;
+        w->err = (w->vals = pr__mbufs(w->n_cols)) ? 0 : PR_ENOMEM;
+        return;
+    }
+    if (!w->jb) { /* the batcher's own build, named and sized as its batches */
+        pr_batch_schema bs;
+        w->err = pr_batch_schema_from_features(&t->schema, &bs);
+        if (!w->err)
+            w->err = pr_jagged_build_new(&bs, &w->jb);
+        pr_batch_schema_fini(&bs);
+    }
+    if (!w->err)
+        w->err = pr_jagged_build_begin(w->jb, t->pc->name);
 }
 
-static bool pr__raw_failed(const pr__raw *w)
+static uint64_t pr__vocab_size_cb(void *opaque, uint32_t col)
 {
-    bool bad = !w->lens || !w->vals || !w->wts || w->labels.err || w->dense.err;
-    for (uint32_t k = 0; !bad && k < w->n_keys; k++)
-        bad = w->lens[k].err || w->vals[k].err || w->wts[k].err;
-    return bad;
+    return pr_engine_vocab_size(opaque, col);
 }
 
 /* The kept Criteo-layout rows as a batch: labels, dense transposed to
@@ -447,7 +448,10 @@ static pr_batch *pr__raw_batch_criteo(pr_transform *t)
     const pr__raw *w = &t->raw;
     const pr_pipeline_spec *s = t->espec;
     uint8_t width = pr_engine_sparse_width(t->eng);
-    pr_batch *b = pr_batch_new(t->pc->name, w->rows, s->n_dense, s->n_sparse, width);
+    bool bad = w->labels.err || w->dense.err;
+    for (uint32_t c = 0; c < w->n_cols; c++)
+        bad |= w->vals[c].err;
+    pr_batch *b = bad ? NULL : pr_batch_new(t->pc->name, w->rows, s->n_dense, s->n_sparse, width);
     if (!b)
         return NULL;
     size_t rows = w->rows;
@@ -460,72 +464,7 @@ static pr_batch *pr__raw_batch_criteo(pr_transform *t)
     for (uint32_t c = 0; c < s->n_sparse; c++) {
         if (rows)
             memcpy((char *)b->sparse + (size_t)c * rows * width, w->vals[c].buf, rows * width);
-        b->vocab_sizes[c] = pr_engine_vocab_size(t->eng, c);
-    }
-    return b;
-}
-
-/* Names [n][PR_NAME_MAX] of a batch from a schema's list (NULL: none). */
-static char (*pr__raw_names(const char *const *src, uint32_t n))[PR_NAME_MAX]
-{
-    char(*d)[PR_NAME_MAX] = calloc(n ? n : 1, PR_NAME_MAX);
-    for (uint32_t i = 0; d && i < n; i++)
-        snprintf(d[i], PR_NAME_MAX, "%s", src[i]);
-    return d;
-}
-
-/* The kept declared-schema rows as a jagged batch, named and sized as the
- * batcher names and sizes training batches (pr_batch_schema_from_features). */
-static pr_batch *pr__raw_batch_jagged(pr_transform *t, const pr_batch_schema *bs)
-{
-    const pr__raw *w = &t->raw;
-    if (w->n_keys != bs->n_feat)
-        return NULL;
-    uint64_t nv = 0;
-    for (uint32_t f = 0; f < w->n_keys; f++)
-        nv += w->vals[f].len / 8;
-    pr_batch *b =
-        pr_batch_new_jagged(t->pc->name, w->rows, bs->n_labels, bs->n_dense, bs->n_feat, nv);
-    if (!b)
-        return NULL;
-    if (w->labels.len)
-        memcpy(b->label_mat, w->labels.buf, w->labels.len);
-    if (w->dense.len)
-        memcpy(b->dense_mat, w->dense.buf, w->dense.len);
-    b->label_names = pr__raw_names(bs->label_names, bs->n_labels);
-    b->dense_names = pr__raw_names(bs->dense_names, bs->n_dense);
-    b->feature_tables = bs->feature_tables ? pr__raw_names(bs->feature_tables, bs->n_feat) : NULL;
-    if (bs->weighted) {
-        b->weights = malloc(nv ? nv * 4 : 4);
-        b->weighted = malloc(bs->n_feat ? bs->n_feat : 1);
-    }
-    if (!b->label_names || !b->dense_names || (bs->feature_tables && !b->feature_tables) ||
-        (bs->weighted && (!b->weights || !b->weighted))) {
-        pr_batch_unref(b);
-        return NULL;
-    }
-    for (uint32_t f = 0; bs->weighted && f < bs->n_feat; f++)
-        if (bs->weighted[f] && w->wts[f].len / 4 != w->vals[f].len / 8) { /* never: the side
-                                                                           * weighs every value */
-            pr_batch_unref(b);
-            return NULL;
-        }
-    uint64_t at = 0;
-    for (uint32_t f = 0; f < bs->n_feat; f++) {
-        snprintf(b->feature_keys[f], PR_NAME_MAX, "%s", bs->feature_names[f]);
-        if (w->rows)
-            memcpy(b->lengths + (size_t)f * w->rows, w->lens[f].buf, (size_t)w->rows * 4);
-        uint64_t n = w->vals[f].len / 8;
-        if (n)
-            memcpy(b->values + at, w->vals[f].buf, n * 8);
-        for (uint64_t i = 0; bs->weighted && i < n; i++) /* 1 on an unweighted feature */
-            b->weights[at + i] = bs->weighted[f] ? ((const float *)w->wts[f].buf)[i] : 1.0f;
-        if (bs->weighted)
-            b->weighted[f] = bs->weighted[f];
-        at += n;
-        b->vocab_sizes[f] = bs->vocab_col[f] >= 0
-                                ? pr_engine_vocab_size(t->eng, (uint32_t)bs->vocab_col[f])
-                                : bs->sizes[f];
+        b->vocab_sizes[c] = pr__vocab_size_cb(t->eng, c);
     }
     return b;
 }
@@ -533,27 +472,20 @@ static pr_batch *pr__raw_batch_jagged(pr_transform *t, const pr_batch_schema *bs
 int pr_transform_raw_end(pr_transform *t, uint8_t **frame, size_t *len, size_t *payload_at,
                          char *errstr, size_t errstr_size)
 {
-    int rc = 0;
-    if (frame) {
+    pr__raw *w = &t->raw;
+    int rc = w->err;
+    if (frame && !rc) {
         *frame = NULL;
-        pr_batch_schema bs = {0};
-        pr_batch *b = NULL;
-        if (pr__raw_failed(&t->raw) ||
-            (t->declared && pr_batch_schema_from_features(&t->schema, &bs)))
-            rc = PR_ENOMEM;
-        else if (!(b = t->declared ? pr__raw_batch_jagged(t, &bs) : pr__raw_batch_criteo(t)))
-            rc = PR_ENOMEM;
-        pr__raw_free(&t->raw); /* the batch holds the rows now */
-        if (b)
-            rc = pr_batch_raw_frame(b, frame, len, payload_at);
+        pr_batch *b = t->declared ? pr_jagged_build_end(w->jb, pr__vocab_size_cb, t->eng)
+                                  : pr__raw_batch_criteo(t);
+        pr__raw_reset(w); /* the batch holds the rows now */
+        rc = b ? pr_batch_raw_frame(b, frame, len, payload_at) : PR_ENOMEM;
         pr_batch_unref(b);
-        pr_batch_schema_fini(&bs);
-        if (rc)
-            rc =
-                pr_seterr(errstr, errstr_size, rc, "transform: the raw batch: %s", pr_strerror(rc));
     }
-    pr__raw_free(&t->raw);
-    return rc;
+    if (frame && rc)
+        rc = pr_seterr(errstr, errstr_size, rc, "transform: the raw batch: %s", pr_strerror(rc));
+    pr__raw_reset(w);
+    return frame ? rc : 0;
 }
 
 /* ---------------------------------------------------------------- blocks */
@@ -632,6 +564,8 @@ static int pr__flush(pr_transform *t, pr_mbuf *mb, char *errstr, size_t errstr_s
         else
             pr__row_criteo(t, r, mb);
     }
+    if (t->raw.on && t->declared)
+        pr__raw_block(t);
     pr__discard(t);
     return mb->err ? pr_seterr(errstr, errstr_size, PR_ENOMEM, "transform: out of memory") : 0;
 }
@@ -850,7 +784,8 @@ void pr_transform_free(pr_transform *t)
     pr_json_decoder_free(t->dec);
     pr_engine_split_free(t->sp);
     pr_engine_split_free(t->sp_old);
-    pr__raw_free(&t->raw);
+    pr__raw_reset(&t->raw);
+    pr_jagged_build_free(t->raw.jb);
     pr_block_free(t->blk);
     pr_out_free(t->out);
     free(t->slots);

@@ -435,6 +435,24 @@ typedef struct pr_batch_schema {
 int pr_batch_schema_from_features(const pr_feature_schema *fs, pr_batch_schema *out);
 void pr_batch_schema_fini(pr_batch_schema *s);
 
+/* A standalone jagged batch built from blocks' rows by the code that
+ * builds the batcher's own (batch_jagged.c): the same feature keys, names,
+ * tables, lengths, values, weights (1 on an unweighted feature's values)
+ * and vocab sizes, without partitions, offsets or timing (`piperec serve`'s
+ * raw answer). One build at a time per pr_jagged_build. */
+typedef struct pr_jagged_build pr_jagged_build;
+int pr_jagged_build_new(const pr_batch_schema *s, pr_jagged_build **out); /* 0 or PR_ENOMEM */
+void pr_jagged_build_free(pr_jagged_build *b);                            /* NULL ok */
+/* Start a batch (one begun before is dropped); it grows as rows come. */
+int pr_jagged_build_begin(pr_jagged_build *b, const char *pipeline);
+/* Rows idx[0..k) (increasing) of a block's output, after pr_feature_finish,
+ * appended. PR_EINVAL for a side the schema does not fit (or no build
+ * begun), PR_ENOMEM. */
+int pr_jagged_build_add(pr_jagged_build *b, const pr_out *out, const uint32_t *idx, uint32_t k);
+/* The batch (the caller's reference), its vocab sizes as the batcher sets
+ * them at emission (cb for a feature with a vocabulary); NULL on ENOMEM. */
+pr_batch *pr_jagged_build_end(pr_jagged_build *b, pr_batch_vocab_cb cb, void *opaque);
+
 typedef struct pr_batcher_cfg {
     const char *pipeline;
     const char *const *topics; /* topic names by topic index (partition key >> 16) */

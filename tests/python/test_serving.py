@@ -127,6 +127,19 @@ def test_clickstream_equals_training(tmp_path, serve):
         assert st["rows"] == before["rows"] + rows  # raw: no row went out
 
 
+def test_raw_over_blocks(tmp_path, serve):
+    """A raw answer of 2500 events: three blocks of the transform into one
+    batch that grows twice (from 1024 rows), equal to training's."""
+    ev = tmp_path / "ev.jsonl"
+    run("gen", "--format", "json", "--rows", "2500", "--seed", "8", "--output", str(ev))
+    out = tmp_path / "out"
+    run("process", "--config", EXAMPLE, "--input", str(ev), "--output", str(out), "--no-progress")
+    events = [json.loads(l) for l in open(ev) if l.strip()]
+    got = ServeClient(serve(EXAMPLE, str(out))).batch(events, sparse_format="triple")
+    assert got.rows == 2500
+    same(got, train_batch(str(out), len(events)))
+
+
 def ids_by_row(batch, n):
     """{key: [the ids of row i] for i < n} of a key-major jagged batch."""
     values, lengths, _ = _sf_parts(batch.sparse_features)

@@ -28,29 +28,11 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
 import time
 import urllib.error
 import urllib.request
 
-PIPEREC = os.environ["PIPEREC"]
-TMP = os.environ["PR_TMP"]
-SRC = os.environ["PR_SOURCE_DIR"]
-EXAMPLE = os.path.join(SRC, "examples", "clickstream.yaml")
-
-
-def fail(msg, proc=None):
-    print("FAIL: " + msg, file=sys.stderr)
-    if proc:
-        proc.kill()
-    sys.exit(1)
-
-
-def run(args, stdin=None):
-    p = subprocess.run([PIPEREC] + args, input=stdin, capture_output=True, text=True)
-    if p.returncode != 0:
-        fail("%s: exit %d\n%s" % (" ".join(args), p.returncode, p.stderr))
-    return p
+from servetest import EXAMPLE, PIPEREC, TMP, fail, process, run
 
 
 def http(port, path, body=None, method=None):
@@ -62,12 +44,6 @@ def http(port, path, body=None, method=None):
     except urllib.error.HTTPError as e:
         return e.code, e.read().decode(), None
 
-
-def process(lines, out):
-    path = out + ".jsonl"
-    with open(path, "w") as f:
-        f.write("\n".join(lines) + "\n")
-    run(["process", "--config", EXAMPLE, "--input", path, "--output", out, "--no-progress"])
 
 
 def transform(vocab, lines):

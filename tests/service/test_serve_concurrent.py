@@ -23,37 +23,13 @@ import random
 import shutil
 import signal
 import subprocess
-import sys
 import threading
 import time
 
-PIPEREC = os.environ["PIPEREC"]
-TMP = os.environ["PR_TMP"]
-SRC = os.environ["PR_SOURCE_DIR"]
-EXAMPLE = os.path.join(SRC, "examples", "clickstream.yaml")
+from servetest import EXAMPLE, PIPEREC, TMP, fail, process, run
+
 CLIENTS = 8
 REQUESTS = 60  # per client once the reload was seen (before it: as many as it takes)
-
-
-def fail(msg, proc=None):
-    print("FAIL: " + msg, file=sys.stderr)
-    if proc:
-        proc.kill()
-    os._exit(1)
-
-
-def run(args, stdin=None):
-    p = subprocess.run([PIPEREC] + args, input=stdin, capture_output=True, text=True)
-    if p.returncode != 0:
-        fail("%s: exit %d\n%s" % (" ".join(args), p.returncode, p.stderr))
-    return p
-
-
-def process(lines, out):
-    path = out + ".jsonl"
-    with open(path, "w") as f:
-        f.write("\n".join(lines) + "\n")
-    run(["process", "--config", EXAMPLE, "--input", path, "--output", out, "--no-progress"])
 
 
 def transform_lines(vocab, lines):

@@ -223,8 +223,6 @@ def raw_to_batch(frame, sparse_format=None, keys=None):
     ``StreamDataset(layout="raw")`` decodes a training batch; the tensors
     share one copy of ``frame``. ``keys``: the Criteo layout's sparse names
     (/v1/status "keys"; C1.. when None)."""
-    import torch
-
     from piperec import torch as pt
     from piperec.client import decode_raw
     buf = bytearray(frame)  # writable: torch tensors on it without a warning
@@ -241,20 +239,7 @@ def raw_to_batch(frame, sparse_format=None, keys=None):
     if len(buf) < pos + n or buf[4] != 0x5A:
         raise ValueError("raw answer: %d bytes, not a raw batch frame" % len(buf))
     b = decode_raw(buf, pos, pos + n, keys=keys)
-    out = pt.StreamBatch()
-    out.dense, out.labels = torch.from_numpy(b.dense), torch.from_numpy(b.labels)
-    values, lengths = torch.from_numpy(b._values), torch.from_numpy(b._lengths)
-    keys = list(b._keys)
-    out.sparse = None if b.jagged else values.view(b.n_sparse, b.rows).t()
-    out.sparse_features = pt._sparse_features(sparse_format, keys, values, lengths,
-                                              weights=pt._weights_of(b))
-    out.keys, out.jagged = keys, bool(b.jagged)
-    out.label_names, out.dense_names = list(b.label_names), list(b.dense_names)
-    out.weighted_keys = list(b.weighted_keys or ())
-    out.vocab_sizes = [int(v) for v in b.vocab_sizes]
-    out.feature_tables = list(b.feature_tables or ())
-    out.recycled, out.offsets = [], []
-    out.endpoint, out.epoch, out.sequence, out.rows, out.replica = None, None, 0, b.rows, ""
+    out = pt._raw_batch(b, sparse_format, list(b.keys))  # as StreamDataset(layout="raw")
     out._ring = out._ring_token = None
     return out
 

@@ -380,6 +380,28 @@ def _weights_of(b):
     return torch.from_numpy(w)
 
 
+def _raw_batch(b, sparse_format, keys, endpoint=None, epoch=None):
+    """A decoded raw-layout batch (piperec_client.decode_raw) as a
+    StreamBatch of tensors on its arrays (no copy): the trainer stream's
+    raw batches and `piperec serve`'s ?layout=raw answers. keys: a Criteo
+    batch's sparse names (a jagged batch names its own)."""
+    out = StreamBatch()
+    out.dense, out.labels = torch.from_numpy(b.dense), torch.from_numpy(b.labels)
+    values, lengths = torch.from_numpy(b.values), torch.from_numpy(b.lengths)
+    offsets = torch.from_numpy(b.kjt_offsets) if b.kjt_offsets is not None else None
+    if b.jagged:
+        keys = list(b.keys)
+        out.sparse = None
+    else:
+        out.sparse = values.view(b.n_sparse, b.rows).t()
+    out.sparse_features = _sparse_features(sparse_format, keys, values, lengths, offsets,
+                                           _weights_of(b))
+    out.keys = keys
+    out.jagged = bool(b.jagged)
+    out.label_names, out.dense_names = list(b.label_names), list(b.dense_names)
+    return StreamDataset._finish(out, b, endpoint, epoch)
+
+
 def _sparse_features(sparse_format, keys, values, lengths, offsets=None, weights=None):
     """A KeyedJaggedTensor (torchrec importable, sparse_format not "triple")
     or a JaggedSparse; offsets and weights passed only when given."""
@@ -1095,21 +1117,7 @@ class StreamDataset(IterableDataset):
         """A raw batch as tensors sharing the receive buffer (no copy; a
         batch compact on the wire was widened by the receive thread, on
         arrays of its ring slot: piperec.feed.widen)."""
-        out = StreamBatch()
-        out.dense, out.labels = torch.from_numpy(b.dense), torch.from_numpy(b.labels)
-        values, lengths = torch.from_numpy(b.values), torch.from_numpy(b.lengths)
-        offsets = torch.from_numpy(b.kjt_offsets) if b.kjt_offsets is not None else None
-        weights = _weights_of(b)
-        if b.jagged:
-            keys = list(b.keys)
-            out.sparse = None
-        else:
-            out.sparse = values.view(b.n_sparse, b.rows).t()
-        out.sparse_features = self._sparse_features(keys, values, lengths, offsets, weights)
-        out.keys = keys
-        out.jagged = bool(b.jagged)
-        out.label_names, out.dense_names = list(b.label_names), list(b.dense_names)
-        return self._finish(out, b, endpoint, epoch)
+        return _raw_batch(b, self.sparse_format, keys, endpoint, epoch)
 
     def _sparse_features(self, keys, values, lengths, offsets=None, weights=None):
         return _sparse_features(self.sparse_format, keys, values, lengths, offsets, weights)
