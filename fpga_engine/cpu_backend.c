@@ -1632,6 +1632,16 @@ static int pr__col_failure(const pr_backend *be, uint32_t c, int64_t row, int er
                      nm, be->cols[c].cap, row, nm);
 }
 
+/* Column c's values of this block answered without an index into the
+ * stats; under dlrm into col_oov too (the engine counts the OOV index of
+ * profile default itself; dlrm's `unseen` answer is no index of its own). */
+static void pr__undecided_add(const pr_backend *be, pr_engine_stats *st, uint32_t c)
+{
+    st->undecided_oov += be->cols[c].n_undec_oov;
+    if (be->spec.profile == PR_VOCAB_DLRM)
+        st->col_oov[c] += be->cols[c].n_undec_oov;
+}
+
 static int pr__cpu_process(pr_backend *be, const pr_block *in, pr_out *out, pr_engine_stats *st,
                            char *errstr, size_t errstr_size)
 {
@@ -1660,7 +1670,7 @@ static int pr__cpu_process(pr_backend *be, const pr_block *in, pr_out *out, pr_e
     pr__run_block(be, out);
     if (be->evicting || be->serving)
         for (uint32_t c = 0; c < ns; c++)
-            st->undecided_oov += be->cols[c].n_undec_oov;
+            pr__undecided_add(be, st, c);
     if (be->evicting && pr__cpu_notices(be, out))
         return pr_seterr(errstr, errstr_size, PR_ENOMEM, "cpu backend: out of memory for notices");
     out->n_rejected = be->n_rejected;
@@ -2417,7 +2427,7 @@ static int pr__cpu_process_seq_end(pr_backend *be, const pr_block *in, pr_out *o
         st->op_values[op] += bs->ws.vals[op];
     }
     for (uint32_t c = 0; c < bs->ns && be->serving; c++)
-        st->undecided_oov += be->cols[c].n_undec_oov;
+        pr__undecided_add(be, st, c);
     out->n_rejected = 0;
     for (uint32_t c = 0; c < bs->ns; c++)
         if (bs->fail_row[c] >= 0)

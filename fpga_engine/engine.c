@@ -650,6 +650,10 @@ struct pr_engine {
     pr_recycled *recent;           /* notices handed out and not yet known delivered */
     uint32_t n_recent, recent_cap; /* (pr_engine_vocab_notices_delivered): snapshots keep
                                     * them, so a restart announces them again */
+    /* feature health (pr_engine_missing): rows lacking each feature, the
+     * Criteo layout's n_dense + n_sparse columns or spec.n_features */
+    uint64_t *missing;
+    uint32_t n_missing;
 };
 
 static int pr__backend_new(pr_engine *eng, const pr_backend_ops *ops, const pr_engine_opts *opts,
@@ -685,6 +689,12 @@ pr_engine *pr_engine_new(const pr_pipeline_spec *spec, const pr_engine_opts *opt
     eng->evict = pr_spec_has_eviction(spec);
     eng->event_ttl = pr__spec_has_event_ttl(spec);
     eng->notice_next = 1;
+    eng->n_missing = spec->n_features ? spec->n_features : (uint32_t)spec->n_dense + spec->n_sparse;
+    if (!(eng->missing = calloc((size_t)eng->n_missing + 1, sizeof(uint64_t)))) {
+        free(eng);
+        pr_seterr(errstr, errstr_size, PR_ENOMEM, "engine: out of memory");
+        return NULL;
+    }
 
     /* Zero fields mean the documented defaults (pr_engine_cfgmap). */
     pr_engine_opts o = *opts;
@@ -741,6 +751,7 @@ void pr_engine_free(pr_engine *eng)
         eng->ops->free_(eng->be);
     free(eng->pend);
     free(eng->recent);
+    free(eng->missing);
     free(eng);
 }
 
@@ -987,6 +998,82 @@ uint64_t pr_engine_vocab_recycled_total(const pr_engine *eng)
     return eng->notice_next - 1;
 }
 
+/* ---------------------------------------------------------------- feature health */
+
+/* Set bits of bitmap m over [0, n), those set in rej (when not NULL) left out. */
+static uint64_t pr__bits(const uint64_t *m, const uint64_t *rej, uint32_t n)
+{
+    uint64_t k = 0;
+    size_t w = n / 64;
+    for (size_t i = 0; i < w; i++)
+        k += (uint64_t)__builtin_popcountll(rej ? m[i] & ~rej[i] : m[i]);
+    if (n % 64) {
+        uint64_t t = m[w] & (((uint64_t)1 << (n % 64)) - 1);
+        k += (uint64_t)__builtin_popcountll(rej ? t & ~rej[w] : t);
+    }
+    return k;
+}
+
+/* Elements of output column c equal to PR_INDEX_OOV over [0, n), rows in
+ * rej (a Criteo block: element = row) left out. A plain counting loop: the
+ * compiler vectorizes it. */
+static uint64_t pr__oov_count(const pr_engine *eng, pr_out *out, uint32_t c, uint32_t n,
+                              const uint64_t *rej)
+{
+    uint64_t k = 0;
+    if (eng->sparse_width == 4) {
+        const int32_t *v = pr_out_sparse32(out, c);
+        for (uint32_t i = 0; i < n; i++)
+            k += v[i] == PR_INDEX_OOV;
+        for (uint32_t i = 0; rej && i < n; i++)
+            k -= pr_bit_test(rej, i) && v[i] == PR_INDEX_OOV;
+    } else {
+        const int64_t *v = pr_out_sparse64(out, c);
+        for (uint32_t i = 0; i < n; i++)
+            k += v[i] == PR_INDEX_OOV;
+        for (uint32_t i = 0; rej && i < n; i++)
+            k -= pr_bit_test(rej, i) && v[i] == PR_INDEX_OOV;
+    }
+    return k;
+}
+
+/* A processed block's feature health into the stats (pr_engine_stats
+ * col_values / col_oov, pr_engine_missing). Under dlrm the backend counts
+ * col_oov itself (its unseen answers are indices of other values too). */
+static void pr__health_add(pr_engine *eng, const pr_block *in, pr_out *out)
+{
+    const uint64_t *rej = out->n_rejected && !in->col_rows ? out->rejected : NULL;
+    uint64_t nrej = rej ? pr__bits(rej, NULL, in->rows) : 0;
+    bool oov = eng->has_vocab && eng->spec.profile == PR_VOCAB_DEFAULT;
+    bool by_feature = eng->spec.n_features > 0;
+    size_t sw = pr_bitmap_words(in->scap), dw = pr_bitmap_words(in->cap);
+    for (uint32_t c = 0; c < in->n_sparse; c++) {
+        uint32_t n = pr_block_col_rows(in, c);
+        uint64_t miss = pr__bits(in->sparse_missing + c * sw, rej, n);
+        eng->stats.col_values[c] += n - nrej - miss;
+        if (oov)
+            eng->stats.col_oov[c] += pr__oov_count(eng, out, c, n, rej);
+        if (!by_feature)
+            eng->missing[in->n_dense + c] += miss;
+    }
+    if (by_feature) {
+        const pr_fside *sd = in->side;
+        size_t aw = sd ? pr_bitmap_words(sd->cap) : 0;
+        for (uint32_t i = 0; sd && sd->absent && i < sd->n_schema && i < eng->n_missing; i++)
+            eng->missing[i] += pr__bits(sd->absent + i * aw, NULL, in->rows);
+        return;
+    }
+    for (uint32_t d = 0; d < in->n_dense; d++)
+        eng->missing[d] += pr__bits(in->dense_missing + d * dw, rej, in->rows);
+}
+
+uint32_t pr_engine_missing(const pr_engine *eng, uint64_t *out, uint32_t n)
+{
+    for (uint32_t i = 0; i < n; i++)
+        out[i] = i < eng->n_missing ? eng->missing[i] : 0;
+    return eng->n_missing;
+}
+
 int pr_engine_process(pr_engine *eng, const pr_block *in, pr_out *out, char *errstr,
                       size_t errstr_size)
 {
@@ -1009,6 +1096,8 @@ int pr_engine_process(pr_engine *eng, const pr_block *in, pr_out *out, char *err
     out->n_rejected = 0;
     out->n_recycled = 0;
     rc = eng->ops->process(eng->be, in, out, &eng->stats, errstr, errstr_size);
+    if (!rc)
+        pr__health_add(eng, in, out);
     if (eng->evict) {
         int nrc = pr__number_notices(eng, in, out);
         if (nrc && !rc)
@@ -1104,6 +1193,8 @@ int pr_engine_process_seq_end(pr_engine *eng, const pr_block *in, pr_out *out, p
     if (sp->whole)
         return pr_engine_process(eng, in, out, errstr, errstr_size);
     int rc = eng->ops->process_seq_end(eng->be, in, out, sp->bs, &eng->stats, errstr, errstr_size);
+    if (!rc)
+        pr__health_add(eng, in, out);
     eng->stats.rows_in += in->rows;
     eng->stats.rows_rejected += out->n_rejected;
     eng->stats.blocks++;

@@ -74,6 +74,7 @@ void pr_fside_free(pr_fside *s)
     free(s->values);
     free(s->n_values);
     free(s->values_cap);
+    free(s->absent);
     free(s);
 }
 
@@ -82,6 +83,8 @@ void pr_fside_reset(pr_fside *s)
     memset(s->lengths, 0, (size_t)s->cap * s->n_feat * sizeof(int32_t));
     memset(s->n_values, 0, (size_t)s->n_feat * sizeof(uint32_t));
     memset(s->n_weights, 0, (size_t)s->n_feat * sizeof(uint32_t));
+    if (s->absent)
+        memset(s->absent, 0, (size_t)s->n_schema * pr_bitmap_words(s->cap) * sizeof(uint64_t));
 }
 
 int pr_fside_weigh(pr_fside *s, uint16_t f)
@@ -479,6 +482,11 @@ pr_fside *pr_feature_side_new(const pr_feature_schema *schema, uint32_t cap)
     pr_fside *s = pr_fside_new(sh.labels, sh.dense, sh.feat, cap);
     if (!s)
         return NULL;
+    s->n_schema = schema->n_features;
+    if (!(s->absent = calloc((size_t)s->n_schema * pr_bitmap_words(cap) + 1, sizeof(uint64_t)))) {
+        pr_fside_free(s);
+        return NULL;
+    }
     for (uint32_t i = 0; i < schema->n_features; i++) {
         int f = pr_feature_side_index(schema, i), o = pr_feature_table_owner(schema, i);
         if (f >= 0 && o >= 0) {
@@ -578,6 +586,7 @@ int pr_feature_engine_spec(const pr_feature_schema *schema, const pr_pipeline_sp
         }
     }
     spec->n_sparse = (uint16_t)n;
+    spec->n_features = schema->n_features;
     return pr_pipeline_spec_validate(spec, errstr, errstr_size);
 }
 

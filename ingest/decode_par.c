@@ -903,6 +903,11 @@ static int pr__append_jagged(pr_block *dst, const pr_block *src, uint32_t s0, ui
                       kc[c]);
         dst->col_rows[c] = at + kc[c];
     }
+    if (ds->absent && ss->absent && ds->n_schema == ss->n_schema) {
+        size_t dw = pr_bitmap_words(ds->cap), sw = pr_bitmap_words(ss->cap);
+        for (uint32_t i = 0; i < ss->n_schema; i++)
+            pr__bits_copy(ds->absent + i * dw, d0, ss->absent + i * sw, s0, n);
+    }
     pr__meta_copy(dst, d0, src, s0, n);
     dst->rows += n;
     return 0;

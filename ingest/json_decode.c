@@ -1164,6 +1164,23 @@ static int pr__select_refused(pr_json_decoder *d, int reason, const char *jdoc, 
 }
 
 /* The staged record as row b->rows: PR_EFULL when it does not fit. */
+/* Feature health: the features row r's record lacked (absent, null or an
+ * empty list at its path; a cross at any of its paths) marked in the block's
+ * side tables (pr_fside.absent). */
+static void pr__mark_absent(const pr_json_decoder *d, pr_fside *s, uint32_t r)
+{
+    const pr_json_col *cols = d->jb->cols;
+    size_t words = pr_bitmap_words(s->cap);
+    for (uint32_t i = 0; s->absent && i < d->n_feat && i < s->n_schema; i++) {
+        const pr__jfeat *jf = &d->feat[i];
+        bool lacks = false;
+        for (uint8_t k = 0; k < jf->f->n_paths && !lacks; k++)
+            lacks = cols[jf->col[k]].count[0] == 0;
+        if (lacks)
+            pr_bit_set(s->absent + i * words, r);
+    }
+}
+
 static int pr__commit(pr_json_decoder *d, const pr_decode_ctx *ctx, pr_block *b, int64_t offset)
 {
     pr_fside *s = b->side;
@@ -1213,6 +1230,7 @@ static int pr__commit(pr_json_decoder *d, const pr_decode_ctx *ctx, pr_block *b,
         b->offset[r] = offset;
     if (b->event_time_ms)
         b->event_time_ms[r] = d->event_ms;
+    pr__mark_absent(d, s, r);
     b->rows = r + 1;
     return 0;
 }

@@ -429,7 +429,11 @@ void pr_service_render_status(pr_service *svc, pr_mbuf *mb)
             pr_mbuf_json_str(mb, p->spec->sparse[c].name);
             pr_mbuf_printf(mb, ":%llu", (unsigned long long)vocab[c]);
         }
-        pr_mbuf_puts(mb, "}}");
+        pr_mbuf_puts(mb, "},\"feature_health\":");
+        pthread_mutex_lock(&p->lock);
+        pr_fhealth_json(mb, &p->health);
+        pthread_mutex_unlock(&p->lock);
+        pr_mbuf_puts(mb, "}");
     }
     pr_mbuf_puts(mb, "]}\n");
 }

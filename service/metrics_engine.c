@@ -1,7 +1,8 @@
 /*
  * metrics_engine.c — the engine's families (metric_families.h): backend,
- * vocabulary size and capacity per column, values that went out as OOV
- * while waiting for the vocab log, and time and values per operator.
+ * vocabulary size and capacity per column, feature health (lookups and OOV
+ * answers per column, missing values per feature), values that went out as
+ * OOV while waiting for the vocab log, and time and values per operator.
  * Stats: pr_engine_stats and vocabulary sizes, from the cache the pipeline
  * thread refreshes (the engine may not be called from other threads).
  */
@@ -76,6 +77,17 @@ static void pr__emit_per_operator(pr_mbuf *mb, const pr__family *f, const pr__me
     }
 }
 
+/* Feature health (pr_fhealth.h): family f->arg's samples, from the cache
+ * the pipeline thread refreshes. */
+static void pr__emit_health(pr_mbuf *mb, const pr__family *f, const pr__metric_ctx *c)
+{
+    if (f->arg != PR_FHEALTH_MISSING && !pr_spec_has_op(c->p->spec, PR_OP_VOCAB))
+        return;
+    pthread_mutex_lock(&c->p->lock);
+    pr_fhealth_samples(mb, f->arg, pr__metric_pipe_name(c), &c->p->health);
+    pthread_mutex_unlock(&c->p->lock);
+}
+
 #define PR__ES(field) .off = offsetof(pr__engine_snap, est.field)
 
 static const pr__family pr__families[] = {
@@ -90,6 +102,12 @@ static const pr__family pr__families[] = {
      "Most indices a sparse column can hand out, reserved ones included (vocab capacity, or "
      "the automatic one from modulus).",
      PR__L_PIPE_AND("column"), .emit = pr__emit_vocab, .arg = 1},
+    {442, "piperec_vocab_lookups_total", PR_METRIC_COUNTER, PR_FHEALTH_HELP_LOOKUPS,
+     PR__L_PIPE_AND("column"), .emit = pr__emit_health, .arg = PR_FHEALTH_LOOKUPS},
+    {444, "piperec_vocab_oov_total", PR_METRIC_COUNTER, PR_FHEALTH_HELP_OOV,
+     PR__L_PIPE_AND("column"), .emit = pr__emit_health, .arg = PR_FHEALTH_OOV},
+    {446, "piperec_feature_missing_total", PR_METRIC_COUNTER, PR_FHEALTH_HELP_MISSING,
+     PR__L_PIPE_AND("feature"), .emit = pr__emit_health, .arg = PR_FHEALTH_MISSING},
     {560, "piperec_vocab_log_oov_values_total", PR_METRIC_COUNTER,
      "Values of such blocks that went out as OOV (columns with eviction and vocab_log).",
      PR__L_PIPE, PR__ES(undecided_oov)},

@@ -91,6 +91,14 @@ static void pr__move_row(pr_block *b, uint32_t r, uint32_t w, uint32_t *rd, uint
     }
     if (w == r)
         return;
+    size_t aw = pr_bitmap_words(s->cap);
+    for (uint32_t i = 0; s->absent && i < s->n_schema; i++) {
+        uint64_t *m = s->absent + i * aw;
+        if (pr_bit_test(m, r))
+            pr_bit_set(m, w);
+        else
+            pr_bit_clear(m, w);
+    }
     memcpy(s->labels + (size_t)w * s->n_labels, s->labels + (size_t)r * s->n_labels,
            s->n_labels * sizeof(float));
     memcpy(s->dense + (size_t)w * s->n_dense, s->dense + (size_t)r * s->n_dense,
@@ -130,8 +138,11 @@ void pr__schema_drop_rows(pr_block *b, bool (*drop)(void *, const pr_block *, ui
             pr_bit_clear(m, e);
         b->col_rows[c] = cwr[c];
     }
-    for (uint32_t r = w; r < b->rows; r++)
+    for (uint32_t r = w; r < b->rows; r++) {
         for (uint16_t f = 0; f < s->n_feat; f++)
             pr_fside_lengths(s, f)[r] = 0;
+        for (uint32_t i = 0; s->absent && i < s->n_schema; i++)
+            pr_bit_clear(s->absent + i * pr_bitmap_words(s->cap), r);
+    }
     b->rows = w;
 }

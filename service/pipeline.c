@@ -424,6 +424,10 @@ void pr__refresh_cache(pr__pipe *p, int64_t now_ns, bool force)
     p->est = est;
     for (uint32_t c = 0; c < p->spec->n_sparse; c++)
         p->vocab[c] = pr_engine_vocab_size(p->eng, c);
+    if (force || now_ns - p->health_ns >= 100000000LL) {
+        pr_fhealth_read(&p->health, p->eng, NULL);
+        p->health_ns = now_ns;
+    }
     bool any = false;
     size_t ns = pr_sinkset_count(p->sinks);
     if (ns > 4)

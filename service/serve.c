@@ -39,6 +39,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "pr_fhealth.h"
 #include "pr_http.h"
 #include "pr_log.h"
 #include "pr_metrics.h"
@@ -66,6 +67,7 @@ struct pr_serve {
     char load_error[512];
     int64_t log_applied, log_end; /* a vocabulary log followed: its position (-1: none) */
     pr_histogram req_s;
+    pr_fhealth health_base; /* feature health of the engines reloads replaced (under vocab) */
 };
 
 /* ---------------------------------------------------------------- transform */
@@ -245,6 +247,42 @@ static void pr__metrics_counts(pr_mbuf *mb, const pr_transform_counts *c)
                       (double)c->unseen);
 }
 
+/* Feature health of the serving traffic (pr_fhealth.h), the engines a
+ * reload replaced included: run(h) with vocab held for reading and the
+ * engine's shared step (whose counts it reads) held off. */
+static void pr__with_health(pr_serve *s, pr_mbuf *out,
+                            void (*render)(pr_mbuf *out, const pr_fhealth *h, const char *pipe))
+{
+    pr_fhealth h;
+    pthread_rwlock_rdlock(&s->vocab);
+    if (pr_fhealth_init(&h, s->o.pc, pr_engine_spec(s->eng)) == 0) {
+        pthread_mutex_lock(&s->seq_mu);
+        pr_fhealth_read(&h, s->eng, &s->health_base);
+        pthread_mutex_unlock(&s->seq_mu);
+        render(out, &h, s->o.pc->name);
+    }
+    pthread_rwlock_unlock(&s->vocab);
+    pr_fhealth_fini(&h);
+}
+
+static void pr__health_metrics(pr_mbuf *out, const pr_fhealth *h, const char *pipe)
+{
+    for (int w = 0; w < PR_FHEALTH__COUNT; w++) {
+        if (w != PR_FHEALTH_MISSING && !pr_spec_has_op(h->spec, PR_OP_VOCAB))
+            continue;
+        pr__metric_family(out, pr_fhealth_family_name(w), PR_METRIC_COUNTER,
+                          pr_fhealth_family_help(w));
+        pr_fhealth_samples(out, w, pipe, h);
+    }
+}
+
+static void pr__health_status(pr_mbuf *out, const pr_fhealth *h, const char *pipe)
+{
+    (void)pipe;
+    pr_mbuf_puts(out, ",\"feature_health\":");
+    pr_fhealth_json(out, h);
+}
+
 static int pr__h_metrics(void *opaque, pr_mbuf *out, const char **ctype)
 {
     pr_serve *s = opaque;
@@ -285,6 +323,7 @@ static int pr__h_metrics(void *opaque, pr_mbuf *out, const char **ctype)
                           "--from-log: vocabulary log records not applied yet.",
                           (double)(log_end > log_applied ? log_end - log_applied : 0));
     }
+    pr__with_health(s, out, pr__health_metrics);
     pr__process_metrics(out);
     *ctype = "text/plain; version=0.0.4; charset=utf-8";
     return 200;
@@ -364,10 +403,12 @@ static int pr__h_status(void *opaque, pr_mbuf *out, const char **ctype)
     pr__status_layout(s, out);
     pr_mbuf_printf(out,
                    ",\"events\":%" PRIu64 ",\"rows\":%" PRIu64 ",\"rejected\":%" PRIu64
-                   ",\"unseen_ids\":%" PRIu64 "}\n",
+                   ",\"unseen_ids\":%" PRIu64,
                    c.events, c.rows, c.rejected, c.unseen);
     pthread_mutex_unlock(&s->mu);
     pthread_rwlock_unlock(&s->vocab);
+    pr__with_health(s, out, pr__health_status);
+    pr_mbuf_puts(out, "}\n");
     *ctype = "application/json";
     return 200;
 }
@@ -416,6 +457,8 @@ int pr_serve_start(const pr_serve_opts *o, pr_engine *eng, pr_serve **out, char 
     int rc = o->threads > PR_SERVE_MAX_THREADS
                  ? pr_seterr(errstr, errstr_size, PR_EINVAL, "serve: threads must be 1..%d, not %u",
                              PR_SERVE_MAX_THREADS, o->threads)
+             : pr_fhealth_init(&s->health_base, o->pc, pr_engine_spec(eng))
+                 ? pr_seterr(errstr, errstr_size, PR_ENOMEM, "serve: out of memory")
                  : pr__pool_new(s, errstr, errstr_size);
     if (!rc) {
         s->loads = 1;
@@ -460,8 +503,10 @@ int pr_serve_swap(pr_serve *s, pr_engine *eng, char *errstr, size_t errstr_size)
         rc = pr_transform_set_engine(s->tr[k], eng, errstr, errstr_size);
     for (uint32_t j = 0; rc && j + 1 < k; j++) /* those already moved: back, no allocation */
         pr_transform_engine_back(s->tr[j]);
-    if (!rc)
+    if (!rc) { /* the old engine's feature health carries over (no request runs) */
+        pr_fhealth_add_engine(&s->health_base, old);
         s->eng = eng;
+    }
     pthread_rwlock_unlock(&s->vocab);
     if (!rc) {
         pthread_mutex_lock(&s->mu);
@@ -515,6 +560,7 @@ void pr_serve_stop(pr_serve *s)
     free(s->free_tr);
     pr_engine_free(s->eng);
     pr_histogram_fini(&s->req_s);
+    pr_fhealth_fini(&s->health_base);
     pthread_mutex_destroy(&s->mu);
     pthread_cond_destroy(&s->pool_cv);
     pthread_mutex_destroy(&s->pool_mu);

@@ -183,6 +183,7 @@ static void pr__pipe_free(pr__pipe *p)
     p->bat = NULL;
     pr_engine_free(p->eng);
     p->eng = NULL;
+    pr_fhealth_fini(&p->health);
     if (p->blk)
         pr_block_free(p->blk);
     if (p->wblk)
@@ -307,6 +308,8 @@ static int pr__pipe_init(pr_service *svc, pr__pipe *p, size_t idx, char *errstr,
     p->eng = pr_engine_new(p->spec, &eo, e, sizeof(e));
     if (!p->eng)
         return pr_seterr(errstr, errstr_size, PR_EINVAL, "pipelines[%s]: engine: %s", pc->name, e);
+    if (pr_fhealth_init(&p->health, pc, p->spec))
+        return pr_seterr(errstr, errstr_size, PR_ENOMEM, "pipelines[%s]: out of memory", pc->name);
     rc = pr__epoch_bump(p, e, sizeof(e));
     if (rc)
         return pr_seterr(errstr, errstr_size, rc, "pipelines[%s].state: %s", pc->name, e);

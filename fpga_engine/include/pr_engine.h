@@ -143,6 +143,9 @@ typedef struct pr_pipeline_spec {
     uint8_t sparse_ops[PR_MAX_OPS]; /* subsequence of hex2int, modulus, vocab */
     pr_vocab_profile profile;
     pr_count_mode count_mode;
+    uint32_t n_features; /* a declared schema's features (pr_feature_engine_spec sets it; the
+                          * engine's feature health counts them, pr_engine_missing); 0 for
+                          * the Criteo layout. Not part of the fingerprint. */
     pr_sparse_col_spec sparse[PR_MAX_SPARSE];
 } pr_pipeline_spec;
 
@@ -224,6 +227,14 @@ typedef struct pr_fside {
                                          * -1 none */
     bool shared;      /* some column holds several features' keys (`table:`): row r's run of
                        * column c is its features' row-r keys in feature order (pr_fside_col_len) */
+    /* Feature health (in a pr_block; pr_feature_side_new sizes it): bit r
+     * of bitmap i (at word i * pr_bitmap_words(cap)) is set when row r's
+     * event lacked schema feature i (absent, null or an empty list at its
+     * path, a cross's at any of its paths; before its default). Decoders set
+     * them, row moves carry them, the engine counts them
+     * (pr_engine_missing). NULL: not tracked. */
+    uint32_t n_schema;
+    uint64_t *absent; /* n_schema bitmaps */
     int64_t **values; /* [n_feat]: row-major values (sum of lengths) */
     uint32_t *n_values, *values_cap; /* [n_feat] */
     /* Weighted features (`weights:`): weights[f] float32, one per element in
@@ -448,6 +459,15 @@ typedef struct pr_engine_stats {
                              * because the log had not given them an index
                              * (pr_engine_vocab_set_undecided_oov); serving:
                              * values without an index (pr_engine_vocab_serve) */
+    /* Feature health per sparse column (rows the engine rejected left out):
+     * col_values, the values looked up (present ones: an empty field, a
+     * missing single of a declared schema, is not looked up); col_oov, those
+     * answered without an index of their own: the OOV index under profile
+     * default (below min_count, a full table, in serving or --frozen an unseen
+     * value), and under dlrm serving's `unseen` answer and a shared log's
+     * undecided values. Missing values per feature: pr_engine_missing. */
+    uint64_t col_values[PR_MAX_SPARSE];
+    uint64_t col_oov[PR_MAX_SPARSE];
 } pr_engine_stats;
 
 /* Compile `spec` (copied) for the chosen backend. On failure returns NULL and
@@ -525,6 +545,16 @@ int pr_engine_count(pr_engine *eng, const pr_block *in);
 int pr_engine_count_done(pr_engine *eng);
 
 void pr_engine_get_stats(const pr_engine *eng, pr_engine_stats *st);
+
+/* Feature health: rows (not rejected by the engine) whose event lacked each
+ * feature, accumulated over the engine's life. Features are, for the Criteo
+ * layout, its dense columns then its sparse ones (a missing bit: an empty
+ * field); with spec.n_features (a declared schema), the schema's features in
+ * order (pr_fside.absent, the decoder's: absent, null or an empty list,
+ * before any default). Writes n counts into out (0 past the engine's
+ * count) and returns the engine's count. Same threads as
+ * pr_engine_get_stats. */
+uint32_t pr_engine_missing(const pr_engine *eng, uint64_t *out, uint32_t n);
 
 /* ---------------------------------------------------------------- vocabulary */
 
