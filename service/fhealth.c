@@ -143,8 +143,8 @@ void pr_fhealth_json(pr_mbuf *mb, const pr_fhealth *h)
         pr_mbuf_puts(mb, first ? "{\"name\":" : ",{\"name\":");
         first = false;
         pr_mbuf_json_str(mb, fn);
-        pr_mbuf_printf(mb, ",\"missing\":%llu,\"missing_share\":",
-                       (unsigned long long)h->missing[i]);
+        pr_mbuf_printf(mb,
+                       ",\"missing\":%llu,\"missing_share\":", (unsigned long long)h->missing[i]);
         pr__share(mb, h->missing[i], h->rows);
         pr_mbuf_puts(mb, "}");
     }

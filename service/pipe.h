@@ -177,8 +177,8 @@ struct pr__pipe {
     pthread_mutex_t lock;
     pr_engine_stats est;
     uint64_t vocab[PR_MAX_SPARSE];
-    pr_fhealth health;   /* feature health, refreshed at most every 100 ms (and at the end) */
-    int64_t health_ns;   /* its last refresh (pr_mono_ns) */
+    pr_fhealth health; /* feature health, refreshed at most every 100 ms (and at the end) */
+    int64_t health_ns; /* its last refresh (pr_mono_ns) */
     bool sinks_any_ready;
     size_t n_sink_stats;
     const char *sink_names[4];

@@ -59,7 +59,7 @@ void pr_fhealth_samples(pr_mbuf *mb, int which, const char *pipe, const pr_fheal
 #define PR_FHEALTH_HELP_LOOKUPS                                                                    \
     "Values looked up in the column's vocabulary (missing values are not)."
 #define PR_FHEALTH_HELP_OOV                                                                        \
-    "Looked-up values answered without an index of their own (the OOV index: below min_count, " \
+    "Looked-up values answered without an index of their own (the OOV index: below min_count, "    \
     "a full table; unseen in serving; a shared log's undecided values)."
 /* Name and help of family `which`. */
 const char *pr_fhealth_family_name(int which);

@@ -225,8 +225,8 @@ typedef struct pr_fside {
     int32_t *lengths;                   /* [n_feat][cap]: values of feature f in row r */
     int16_t *vocab_col;                 /* [n_feat]: engine sparse column of a vocab feature,
                                          * -1 none */
-    bool shared;      /* some column holds several features' keys (`table:`): row r's run of
-                       * column c is its features' row-r keys in feature order (pr_fside_col_len) */
+    bool shared; /* some column holds several features' keys (`table:`): row r's run of
+                  * column c is its features' row-r keys in feature order (pr_fside_col_len) */
     /* Feature health (in a pr_block; pr_feature_side_new sizes it): bit r
      * of bitmap i (at word i * pr_bitmap_words(cap)) is set when row r's
      * event lacked schema feature i (absent, null or an empty list at its
@@ -234,8 +234,8 @@ typedef struct pr_fside {
      * them, row moves carry them, the engine counts them
      * (pr_engine_missing). NULL: not tracked. */
     uint32_t n_schema;
-    uint64_t *absent; /* n_schema bitmaps */
-    int64_t **values; /* [n_feat]: row-major values (sum of lengths) */
+    uint64_t *absent;                /* n_schema bitmaps */
+    int64_t **values;                /* [n_feat]: row-major values (sum of lengths) */
     uint32_t *n_values, *values_cap; /* [n_feat] */
     /* Weighted features (`weights:`): weights[f] float32, one per element in
      * the order of the feature's values (so its count is the sum of the

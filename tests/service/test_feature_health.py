@@ -22,7 +22,6 @@ index 1):
     events; lookups equal the non-zero indices `piperec process` wrote.
 Env (pr_script_test): PIPEREC, PR_SOURCE_DIR, PR_TMP.
 """
-import glob
 import json
 import os
 import random
