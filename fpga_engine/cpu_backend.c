@@ -1632,14 +1632,15 @@ static int pr__col_failure(const pr_backend *be, uint32_t c, int64_t row, int er
                      nm, be->cols[c].cap, row, nm);
 }
 
-/* Column c's values of this block answered without an index into the
+/* Column c's n values of a block answered without an index into the
  * stats; under dlrm into col_oov too (the engine counts the OOV index of
- * profile default itself; dlrm's `unseen` answer is no index of its own). */
-static void pr__undecided_add(const pr_backend *be, pr_engine_stats *st, uint32_t c)
+ * profile default itself; dlrm's `unseen` answer is no index of its own).
+ * Rows the engine rejects for another column's bad hex are in n. */
+static void pr__undecided_add(const pr_backend *be, pr_engine_stats *st, uint32_t c, uint64_t n)
 {
-    st->undecided_oov += be->cols[c].n_undec_oov;
+    st->undecided_oov += n;
     if (be->spec.profile == PR_VOCAB_DLRM)
-        st->col_oov[c] += be->cols[c].n_undec_oov;
+        st->col_oov[c] += n;
 }
 
 static int pr__cpu_process(pr_backend *be, const pr_block *in, pr_out *out, pr_engine_stats *st,
@@ -1670,7 +1671,7 @@ static int pr__cpu_process(pr_backend *be, const pr_block *in, pr_out *out, pr_e
     pr__run_block(be, out);
     if (be->evicting || be->serving)
         for (uint32_t c = 0; c < ns; c++)
-            pr__undecided_add(be, st, c);
+            pr__undecided_add(be, st, c, be->cols[c].n_undec_oov);
     if (be->evicting && pr__cpu_notices(be, out))
         return pr_seterr(errstr, errstr_size, PR_ENOMEM, "cpu backend: out of memory for notices");
     out->n_rejected = be->n_rejected;
@@ -2143,6 +2144,9 @@ struct pr_backend_split {
     int64_t *fail_row; /* [ns] -1, or where the vocabulary failed */
     int *fail_err;     /* [ns] its PR__ code */
     uint64_t *seq_ns;  /* [ns] time in the second half */
+    uint64_t *n_undec; /* [ns] this block's values without an index (the column's
+                        * n_undec_oov after its second half: a later block's second
+                        * half may run before this block's end) */
 };
 
 static void pr__cpu_split_free(pr_backend_split *bs)
@@ -2157,6 +2161,7 @@ static void pr__cpu_split_free(pr_backend_split *bs)
     free(bs->fail_row);
     free(bs->fail_err);
     free(bs->seq_ns);
+    free(bs->n_undec);
     pr__free_aligned(bs->vals);
     pr__free_aligned(bs->dtmp);
     free(bs);
@@ -2177,8 +2182,9 @@ static pr_backend_split *pr__cpu_split_new(const pr_backend *be)
     bs->fail_row = calloc(ns, sizeof(*bs->fail_row));
     bs->fail_err = calloc(ns, sizeof(*bs->fail_err));
     bs->seq_ns = calloc(ns, sizeof(*bs->seq_ns));
+    bs->n_undec = calloc(ns, sizeof(*bs->n_undec));
     if (!bs->q || !bs->n_q || !bs->cap_q || !bs->vals || !bs->dtmp || !bs->fail_row ||
-        !bs->fail_err || !bs->seq_ns) {
+        !bs->fail_err || !bs->seq_ns || !bs->n_undec) {
         pr__cpu_split_free(bs);
         return NULL;
     }
@@ -2411,6 +2417,7 @@ static void pr__cpu_process_seq_col(pr_backend *be, const pr_block *in, pr_out *
             pr_out_sparse64(out, c)[p->row] = i;
     }
     bs->seq_ns[c] = pr_mono_ns() - t0;
+    bs->n_undec[c] = vc->n_undec_oov;
 }
 
 /* After every column's second half: the block's statistics, and the first
@@ -2427,7 +2434,7 @@ static int pr__cpu_process_seq_end(pr_backend *be, const pr_block *in, pr_out *o
         st->op_values[op] += bs->ws.vals[op];
     }
     for (uint32_t c = 0; c < bs->ns && be->serving; c++)
-        pr__undecided_add(be, st, c);
+        pr__undecided_add(be, st, c, bs->n_undec[c]);
     out->n_rejected = 0;
     for (uint32_t c = 0; c < bs->ns; c++)
         if (bs->fail_row[c] >= 0)

@@ -1163,7 +1163,6 @@ static int pr__select_refused(pr_json_decoder *d, int reason, const char *jdoc, 
     return pr__select(d, d->fjb, &d->fsel, jdoc, jlen);
 }
 
-/* The staged record as row b->rows: PR_EFULL when it does not fit. */
 /* Feature health: the features row r's record lacked (absent, null or an
  * empty list at its path; a cross at any of its paths) marked in the block's
  * side tables (pr_fside.absent). */
@@ -1181,6 +1180,7 @@ static void pr__mark_absent(const pr_json_decoder *d, pr_fside *s, uint32_t r)
     }
 }
 
+/* The staged record as row b->rows: PR_EFULL when it does not fit. */
 static int pr__commit(pr_json_decoder *d, const pr_decode_ctx *ctx, pr_block *b, int64_t offset)
 {
     pr_fside *s = b->side;

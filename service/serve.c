@@ -460,6 +460,7 @@ int pr_serve_start(const pr_serve_opts *o, pr_engine *eng, pr_serve **out, char 
              : pr_fhealth_init(&s->health_base, o->pc, pr_engine_spec(eng))
                  ? pr_seterr(errstr, errstr_size, PR_ENOMEM, "serve: out of memory")
                  : pr__pool_new(s, errstr, errstr_size);
+    s->health_base.spec = NULL; /* counts only: never rendered (its engine may go) */
     if (!rc) {
         s->loads = 1;
         s->loaded_ms = pr_clock_wall_ms(pr_clock_real());

@@ -231,8 +231,9 @@ typedef struct pr_fside {
      * of bitmap i (at word i * pr_bitmap_words(cap)) is set when row r's
      * event lacked schema feature i (absent, null or an empty list at its
      * path, a cross's at any of its paths; before its default). Decoders set
-     * them, row moves carry them, the engine counts them
-     * (pr_engine_missing). NULL: not tracked. */
+     * them, a block's row moves carry them (parallel decode's merge, row
+     * drops; pr_fside_copy_rows, for outputs, does not), the engine counts
+     * them (pr_engine_missing). NULL: not tracked. */
     uint32_t n_schema;
     uint64_t *absent;                /* n_schema bitmaps */
     int64_t **values;                /* [n_feat]: row-major values (sum of lengths) */

@@ -128,6 +128,48 @@ static void gen_u64(pr_block *b, uint64_t *seed, uint32_t rows)
     b->rows = rows;
 }
 
+/* What `piperec process --frozen` does with a job of blocks: every block's
+ * first half, then each column's second half over all blocks, then every
+ * block's end: the counts must be each block's own (as `want`, an engine
+ * that ran the same blocks whole), not the last block's again. */
+static void interleaved(const pr_pipeline_spec *s, pr_vocab_profile prof, const pr_engine *want)
+{
+    pr_engine *e = tu_engine(s, "cpu", 1);
+    pr_block *b[4];
+    pr_out *o[4];
+    pr_engine_split *sp[4];
+    uint64_t seed = 5;
+    char err[256];
+    b[0] = pr_block_new(0, 3, TROWS, false);
+    o[0] = tu_out(e, b[0]);
+    gen_u64(b[0], &seed, TROWS / 4);
+    tu_process(e, b[0], o[0]);
+    assert_int_equal(pr_engine_vocab_serve(e, UNSEEN, err, sizeof(err)), 0);
+    for (int k = 1; k < 4; k++) {
+        b[k] = pr_block_new(0, 3, TROWS, false);
+        o[k] = tu_out(e, b[k]);
+        gen_u64(b[k], &seed, TROWS); /* the blocks `want` ran after its first */
+    }
+    for (int k = 1; k < 4; k++) {
+        sp[k] = pr_engine_split_new(e);
+        assert_int_equal(pr_engine_process_par(e, b[k], o[k], sp[k]), 0);
+    }
+    for (uint32_t c = 0; c < 3; c++)
+        for (int k = 1; k < 4; k++)
+            pr_engine_process_seq_col(e, b[k], o[k], sp[k], c);
+    for (int k = 1; k < 4; k++)
+        assert_int_equal(pr_engine_process_seq_end(e, b[k], o[k], sp[k], err, sizeof(err)), 0);
+    same_health(want, e);
+    (void)prof;
+    for (int k = 0; k < 4; k++) {
+        if (k)
+            pr_engine_split_free(sp[k]);
+        pr_out_free(o[k]);
+        pr_block_free(b[k]);
+    }
+    pr_engine_free(e);
+}
+
 /* Serving: values without an index are OOV (default) or `unseen` (dlrm),
  * counted per column, the same whole and in two halves. */
 static void serving(pr_vocab_profile prof)
@@ -165,6 +207,7 @@ static void serving(pr_vocab_profile prof)
         assert_true(x.oov[c] > 0);
     hexp_check(&x, ew);
     same_health(ew, es);
+    interleaved(&s, prof, ew);
     pr_engine_split_free(sp);
     pr_out_free(ow);
     pr_out_free(os);

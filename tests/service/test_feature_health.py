@@ -18,8 +18,9 @@ index 1):
     the second half posted again: the counts add up over the two engines;
   - `piperec run` with 4 decode threads and 2 consumer instances (rows
     merged back from the decode threads, their absent bits with them) on 4
-    partitions: /v1/status per feature equals the expectation over all
-    events; lookups equal the non-zero indices `piperec process` wrote.
+    partitions, user under min_count 2: /v1/status and /metrics per feature
+    equal the expectation over all events; lookups equal the non-zero
+    indices `piperec process` wrote, user's OOV its distinct ids.
 Env (pr_script_test): PIPEREC, PR_SOURCE_DIR, PR_TMP.
 """
 import json
@@ -212,6 +213,11 @@ def run_part(events, lines):
     cfg = json_run_config("    schema:\n" + schema, "clicks", os.path.join(TMP, "rolls"), bs, 2)
     cfg = cfg.replace("      format: json\n", "      format: json\n      decode_threads: 4\n"
                       "      consumers: 2\n").replace("name: p\n", "name: clicks\n")
+    # user below min_count 2 is OOV: each user id's first sighting, whatever the order
+    cfg = cfg.replace("vocab: { profile: default }",
+                      "vocab: { profile: default }\n      columns: { user: { min_count: 2 } }")
+    if "min_count: 2" not in cfg:
+        fail("the run config has no transform.vocab to extend")
     cpath = os.path.join(TMP, "run.yaml")
     open(cpath, "w").write(cfg)
     proc, hp = start(PIPEREC, cpath, "run", procs)
@@ -222,6 +228,8 @@ def run_part(events, lines):
     for c in VOCAB:
         vals = np.load(os.path.join(off, "sparse", c + ".values.npy"))
         want_v[c] = (int((vals != 0).sum()), 0)
+    users = set(e["user"]["id"] for e in events if not lacks(e, "user.id"))
+    want_v["user"] = (want_v["user"][0], len(users))
     deadline = time.time() + 60
     while True:
         st = json.loads(http(hp, "/v1/status"))["pipelines"][0]
