@@ -1046,17 +1046,14 @@ static uint64_t pr__oov_count(const pr_engine *eng, pr_out *out, uint32_t c, uin
 {
     uint64_t k = 0;
     if (eng->sparse_width == 4) {
-        const int32_t *v = pr_out_sparse32(out, c);
-        k = pr__count_eq32(v, n, PR_INDEX_OOV);
-        for (uint32_t i = 0; rej && i < n; i++)
-            k -= pr_bit_test(rej, i) && v[i] == PR_INDEX_OOV;
+        k = pr__count_eq32(pr_out_sparse32(out, c), n, PR_INDEX_OOV);
     } else {
         const int64_t *v = pr_out_sparse64(out, c);
         for (uint32_t i = 0; i < n; i++)
             k += v[i] == PR_INDEX_OOV;
-        for (uint32_t i = 0; rej && i < n; i++)
-            k -= pr_bit_test(rej, i) && v[i] == PR_INDEX_OOV;
     }
+    for (uint32_t i = 0; rej && i < n; i++) /* rare: a block with rows the engine rejected */
+        k -= pr_bit_test(rej, i) && pr_out_index(out, c, i) == PR_INDEX_OOV;
     return k;
 }
 

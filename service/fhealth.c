@@ -19,16 +19,6 @@ static const struct {
     [PR_FHEALTH_OOV] = {"piperec_vocab_oov_total", "column", PR_FHEALTH_HELP_OOV},
 };
 
-const char *pr_fhealth_family_name(int which)
-{
-    return pr__fam[which].name;
-}
-
-const char *pr_fhealth_family_help(int which)
-{
-    return pr__fam[which].help;
-}
-
 static bool pr__declared(const pr_fhealth *h)
 {
     return h->pc->features.declared;
@@ -121,6 +111,16 @@ void pr_fhealth_samples(pr_mbuf *mb, int which, const char *pipe, const pr_fheal
         pr_label l[] = {{"pipeline", pipe}, {pr__fam[which].label, h->spec->sparse[c].name}};
         pr__metric_sample(mb, name, l, 2,
                           (double)(which == PR_FHEALTH_OOV ? h->oov[c] : h->lookups[c]));
+    }
+}
+
+void pr_fhealth_metrics(pr_mbuf *mb, const char *pipe, const pr_fhealth *h)
+{
+    for (int w = 0; w < PR_FHEALTH__COUNT; w++) {
+        if (w != PR_FHEALTH_MISSING && !pr__has_vocab(h))
+            continue;
+        pr__metric_family(mb, pr__fam[w].name, PR_METRIC_COUNTER, pr__fam[w].help);
+        pr_fhealth_samples(mb, w, pipe, h);
     }
 }
 

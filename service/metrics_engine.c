@@ -81,8 +81,6 @@ static void pr__emit_per_operator(pr_mbuf *mb, const pr__family *f, const pr__me
  * the pipeline thread refreshes. */
 static void pr__emit_health(pr_mbuf *mb, const pr__family *f, const pr__metric_ctx *c)
 {
-    if (f->arg != PR_FHEALTH_MISSING && !pr_spec_has_op(c->p->spec, PR_OP_VOCAB))
-        return;
     pthread_mutex_lock(&c->p->lock);
     pr_fhealth_samples(mb, f->arg, pr__metric_pipe_name(c), &c->p->health);
     pthread_mutex_unlock(&c->p->lock);

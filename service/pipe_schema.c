@@ -92,13 +92,8 @@ static void pr__move_row(pr_block *b, uint32_t r, uint32_t w, uint32_t *rd, uint
     if (w == r)
         return;
     size_t aw = pr_bitmap_words(s->cap);
-    for (uint32_t i = 0; s->absent && i < s->n_schema; i++) {
-        uint64_t *m = s->absent + i * aw;
-        if (pr_bit_test(m, r))
-            pr_bit_set(m, w);
-        else
-            pr_bit_clear(m, w);
-    }
+    for (uint32_t i = 0; s->absent && i < s->n_schema; i++)
+        pr_bit_move(s->absent + i * aw, r, w);
     memcpy(s->labels + (size_t)w * s->n_labels, s->labels + (size_t)r * s->n_labels,
            s->n_labels * sizeof(float));
     memcpy(s->dense + (size_t)w * s->n_dense, s->dense + (size_t)r * s->n_dense,

@@ -341,20 +341,12 @@ void pr__block_drop_revoked(pr__pipe *p, pr_block *b, const uint8_t *skip)
                 b->labels[w] = b->labels[r];
             for (uint32_t c = 0; c < b->n_dense; c++) {
                 b->dense[(size_t)c * b->cap + w] = b->dense[(size_t)c * b->cap + r];
-                uint64_t *m = b->dense_missing + (size_t)c * bw;
-                if (pr_bit_test(m, r))
-                    pr_bit_set(m, w);
-                else
-                    pr_bit_clear(m, w);
+                pr_bit_move(b->dense_missing + (size_t)c * bw, r, w);
             }
             for (uint32_t c = 0; c < b->n_sparse; c++) {
                 memcpy(pr_block_hex(b, c, w), pr_block_hex(b, c, r), PR_HEX_SLOT);
                 b->sparse_u64[(size_t)c * b->cap + w] = b->sparse_u64[(size_t)c * b->cap + r];
-                uint64_t *m = b->sparse_missing + (size_t)c * bw;
-                if (pr_bit_test(m, r))
-                    pr_bit_set(m, w);
-                else
-                    pr_bit_clear(m, w);
+                pr_bit_move(b->sparse_missing + (size_t)c * bw, r, w);
             }
             b->partition[w] = b->partition[r];
             b->offset[w] = b->offset[r];

@@ -61,9 +61,9 @@ void pr_fhealth_samples(pr_mbuf *mb, int which, const char *pipe, const pr_fheal
 #define PR_FHEALTH_HELP_OOV                                                                        \
     "Looked-up values answered without an index of their own (the OOV index: below min_count, "    \
     "a full table; unseen in serving; a shared log's undecided values)."
-/* Name and help of family `which`. */
-const char *pr_fhealth_family_name(int which);
-const char *pr_fhealth_family_help(int which);
+/* All three families, headers and samples, for pipeline `pipe` (a page
+ * with no family table of its own: `serve`'s). */
+void pr_fhealth_metrics(pr_mbuf *mb, const char *pipe, const pr_fhealth *h);
 
 /* The /v1/status object: {"rows":N,"features":[{"name","missing","missing_share"}],
  * "columns":[{"name","lookups","oov","oov_share"}]} (shares null while

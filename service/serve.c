@@ -248,10 +248,10 @@ static void pr__metrics_counts(pr_mbuf *mb, const pr_transform_counts *c)
 }
 
 /* Feature health of the serving traffic (pr_fhealth.h), the engines a
- * reload replaced included: run(h) with vocab held for reading and the
- * engine's shared step (whose counts it reads) held off. */
-static void pr__with_health(pr_serve *s, pr_mbuf *out,
-                            void (*render)(pr_mbuf *out, const pr_fhealth *h, const char *pipe))
+ * reload replaced included, as metrics or as /v1/status's key: with vocab
+ * held for reading (the spec it names columns by is the engine's) and the
+ * engine's shared step, whose counts it reads, held off. */
+static void pr__health(pr_serve *s, pr_mbuf *out, bool status)
 {
     pr_fhealth h;
     pthread_rwlock_rdlock(&s->vocab);
@@ -259,28 +259,15 @@ static void pr__with_health(pr_serve *s, pr_mbuf *out,
         pthread_mutex_lock(&s->seq_mu);
         pr_fhealth_read(&h, s->eng, &s->health_base);
         pthread_mutex_unlock(&s->seq_mu);
-        render(out, &h, s->o.pc->name);
+        if (status) {
+            pr_mbuf_puts(out, ",\"feature_health\":");
+            pr_fhealth_json(out, &h);
+        } else {
+            pr_fhealth_metrics(out, s->o.pc->name, &h);
+        }
     }
     pthread_rwlock_unlock(&s->vocab);
     pr_fhealth_fini(&h);
-}
-
-static void pr__health_metrics(pr_mbuf *out, const pr_fhealth *h, const char *pipe)
-{
-    for (int w = 0; w < PR_FHEALTH__COUNT; w++) {
-        if (w != PR_FHEALTH_MISSING && !pr_spec_has_op(h->spec, PR_OP_VOCAB))
-            continue;
-        pr__metric_family(out, pr_fhealth_family_name(w), PR_METRIC_COUNTER,
-                          pr_fhealth_family_help(w));
-        pr_fhealth_samples(out, w, pipe, h);
-    }
-}
-
-static void pr__health_status(pr_mbuf *out, const pr_fhealth *h, const char *pipe)
-{
-    (void)pipe;
-    pr_mbuf_puts(out, ",\"feature_health\":");
-    pr_fhealth_json(out, h);
 }
 
 static int pr__h_metrics(void *opaque, pr_mbuf *out, const char **ctype)
@@ -323,7 +310,7 @@ static int pr__h_metrics(void *opaque, pr_mbuf *out, const char **ctype)
                           "--from-log: vocabulary log records not applied yet.",
                           (double)(log_end > log_applied ? log_end - log_applied : 0));
     }
-    pr__with_health(s, out, pr__health_metrics);
+    pr__health(s, out, false);
     pr__process_metrics(out);
     *ctype = "text/plain; version=0.0.4; charset=utf-8";
     return 200;
@@ -407,7 +394,7 @@ static int pr__h_status(void *opaque, pr_mbuf *out, const char **ctype)
                    c.events, c.rows, c.rejected, c.unseen);
     pthread_mutex_unlock(&s->mu);
     pthread_rwlock_unlock(&s->vocab);
-    pr__with_health(s, out, pr__health_status);
+    pr__health(s, out, true);
     pr_mbuf_puts(out, "}\n");
     *ctype = "application/json";
     return 200;

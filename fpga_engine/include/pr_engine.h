@@ -192,6 +192,14 @@ static inline void pr_bit_clear(uint64_t *w, size_t i)
 {
     w[i >> 6] &= ~((uint64_t)1 << (i & 63));
 }
+/* Bit `from` into bit `to` (a row moved down within a block). */
+static inline void pr_bit_move(uint64_t *w, size_t from, size_t to)
+{
+    if (pr_bit_test(w, from))
+        pr_bit_set(w, to);
+    else
+        pr_bit_clear(w, to);
+}
 
 /* Partition key of a row (pr_block.partition): which Kafka topic (its index
  * in the pipeline's topic list) and partition the row came from. Written by

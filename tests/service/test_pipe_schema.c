@@ -2,7 +2,8 @@
  * test_pipe_schema.c — dropping rows from a declared schema's jagged block
  * (service/pipe_schema.c, used when partitions are revoked or a checkpoint
  * already holds rows): the rows kept equal a block decoded from the kept
- * records alone, elements, missing bits, side values and metadata included;
+ * records alone, elements, missing bits, feature health's absent bitmaps,
+ * side values and metadata included;
  * also with shared vocabularies (several features' keys in one column).
  */
 #include <setjmp.h>
@@ -118,6 +119,14 @@ static void run_drop_rows(const char *yaml)
         assert_memory_equal(all->sparse_missing + (size_t)c * words,
                             want->sparse_missing + (size_t)c * words, words * 8);
     }
+    /* feature health's absent bitmaps: moved with their rows, cleared past them */
+    size_t aw = pr_bitmap_words(all->cap);
+    assert_int_equal(a->n_schema, w->n_schema);
+    assert_memory_equal(a->absent, w->absent, a->n_schema * aw * 8);
+    uint64_t any = 0;
+    for (size_t k = 0; k < a->n_schema * aw; k++)
+        any |= w->absent[k];
+    assert_true(any != 0); /* a missing user, empty lists: something to move */
     pr_block_free(all);
     pr_block_free(want);
     pr_json_decoder_free(d);
