@@ -1011,10 +1011,10 @@ static uint64_t pr__bits(const uint64_t *m, const uint64_t *rej, uint32_t n)
     uint64_t k = 0;
     size_t w = n / 64;
     for (size_t i = 0; i < w; i++)
-        k += (uint64_t)__builtin_popcountll(rej ? m[i] & ~rej[i] : m[i]);
+        k += pr_popcount64(rej ? m[i] & ~rej[i] : m[i]);
     if (n % 64) {
         uint64_t t = m[w] & (((uint64_t)1 << (n % 64)) - 1);
-        k += (uint64_t)__builtin_popcountll(rej ? t & ~rej[w] : t);
+        k += pr_popcount64(rej ? t & ~rej[w] : t);
     }
     return k;
 }

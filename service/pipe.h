@@ -177,8 +177,9 @@ struct pr__pipe {
     pthread_mutex_t lock;
     pr_engine_stats est;
     uint64_t vocab[PR_MAX_SPARSE];
-    pr_fhealth health; /* feature health, refreshed at most every 100 ms (and at the end) */
-    int64_t health_ns; /* its last refresh (pr_mono_ns) */
+    pr_fhealth health; /* feature health */
+    int64_t est_ns;    /* est's and health's last refresh (pr_mono_ns): at most every 100 ms,
+                        * and when forced (the end) */
     bool sinks_any_ready;
     size_t n_sink_stats;
     const char *sink_names[4];

@@ -410,15 +410,15 @@ static uint64_t pr__total_inflight(pr_service *svc)
 
 void pr__refresh_cache(pr__pipe *p, int64_t now_ns, bool force)
 {
-    pr_engine_stats est;
-    pr_engine_get_stats(p->eng, &est);
     pthread_mutex_lock(&p->lock);
-    p->est = est;
     for (uint32_t c = 0; c < p->spec->n_sparse; c++)
         p->vocab[c] = pr_engine_vocab_size(p->eng, c);
-    if (force || now_ns - p->health_ns >= 100000000LL) {
+    /* The engine's statistics (~4 KB with the per-column health counts) only
+     * every 100 ms: the loop turns far more often than anyone scrapes. */
+    if (force || now_ns - p->est_ns >= 100000000LL) {
+        pr_engine_get_stats(p->eng, &p->est);
         pr_fhealth_read(&p->health, p->eng, NULL);
-        p->health_ns = now_ns;
+        p->est_ns = now_ns;
     }
     bool any = false;
     size_t ns = pr_sinkset_count(p->sinks);

@@ -192,6 +192,15 @@ static inline void pr_bit_clear(uint64_t *w, size_t i)
 {
     w[i >> 6] &= ~((uint64_t)1 << (i & 63));
 }
+/* Set bits of w. Written out (SWAR): the x86-64 baseline has no POPCNT, and
+ * __builtin_popcountll there is a call into libgcc per word. */
+static inline unsigned pr_popcount64(uint64_t w)
+{
+    w -= (w >> 1) & 0x5555555555555555ULL;
+    w = (w & 0x3333333333333333ULL) + ((w >> 2) & 0x3333333333333333ULL);
+    w = (w + (w >> 4)) & 0x0f0f0f0f0f0f0f0fULL;
+    return (unsigned)((w * 0x0101010101010101ULL) >> 56);
+}
 /* Bit `from` into bit `to` (a row moved down within a block). */
 static inline void pr_bit_move(uint64_t *w, size_t from, size_t to)
 {
