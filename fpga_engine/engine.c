@@ -657,6 +657,7 @@ struct pr_engine {
      * Criteo layout's n_dense + n_sparse columns or spec.n_features */
     uint64_t *missing;
     uint32_t n_missing;
+    bool popcnt; /* the CPU has POPCNT (the health counts' bitmaps) */
 };
 
 static int pr__backend_new(pr_engine *eng, const pr_backend_ops *ops, const pr_engine_opts *opts,
@@ -692,6 +693,7 @@ pr_engine *pr_engine_new(const pr_pipeline_spec *spec, const pr_engine_opts *opt
     eng->evict = pr_spec_has_eviction(spec);
     eng->event_ttl = pr__spec_has_event_ttl(spec);
     eng->notice_next = 1;
+    eng->popcnt = __builtin_cpu_supports("popcnt");
     eng->n_missing = spec->n_features ? spec->n_features : (uint32_t)spec->n_dense + spec->n_sparse;
     if (!(eng->missing = calloc((size_t)eng->n_missing + 1, sizeof(uint64_t)))) {
         free(eng);
@@ -1005,18 +1007,36 @@ uint64_t pr_engine_vocab_recycled_total(const pr_engine *eng)
 
 /* ---------------------------------------------------------------- feature health */
 
-/* Set bits of bitmap m over [0, n), those set in rej (when not NULL) left out. */
-static uint64_t pr__bits(const uint64_t *m, const uint64_t *rej, uint32_t n)
+/* Set bits of bitmap m over [0, n), those set in rej (when not NULL) left
+ * out: hw, the POPCNT instruction (pr__bits_hw), else pr_popcount64. */
+__attribute__((always_inline)) static inline uint64_t pr__pc(uint64_t x, bool hw)
+{
+    return hw ? (uint64_t)__builtin_popcountll(x) : pr_popcount64(x);
+}
+
+__attribute__((always_inline)) static inline uint64_t
+pr__bits_body(const uint64_t *m, const uint64_t *rej, uint32_t n, bool hw)
 {
     uint64_t k = 0;
     size_t w = n / 64;
     for (size_t i = 0; i < w; i++)
-        k += pr_popcount64(rej ? m[i] & ~rej[i] : m[i]);
+        k += pr__pc(rej ? m[i] & ~rej[i] : m[i], hw);
     if (n % 64) {
         uint64_t t = m[w] & (((uint64_t)1 << (n % 64)) - 1);
-        k += pr_popcount64(rej ? t & ~rej[w] : t);
+        k += pr__pc(rej ? t & ~rej[w] : t, hw);
     }
     return k;
+}
+
+__attribute__((target("popcnt"))) static uint64_t pr__bits_hw(const uint64_t *m,
+                                                              const uint64_t *rej, uint32_t n)
+{
+    return pr__bits_body(m, rej, n, true);
+}
+
+static uint64_t pr__bits(const pr_engine *eng, const uint64_t *m, const uint64_t *rej, uint32_t n)
+{
+    return eng->popcnt ? pr__bits_hw(m, rej, n) : pr__bits_body(m, rej, n, false);
 }
 
 /* int32 values equal to x in v[0, n): four lanes at a time (SSE2, the
@@ -1063,13 +1083,13 @@ static uint64_t pr__oov_count(const pr_engine *eng, pr_out *out, uint32_t c, uin
 static void pr__health_add(pr_engine *eng, const pr_block *in, pr_out *out)
 {
     const uint64_t *rej = out->n_rejected && !in->col_rows ? out->rejected : NULL;
-    uint64_t nrej = rej ? pr__bits(rej, NULL, in->rows) : 0;
+    uint64_t nrej = rej ? pr__bits(eng, rej, NULL, in->rows) : 0;
     bool oov = eng->has_vocab && eng->spec.profile == PR_VOCAB_DEFAULT;
     bool by_feature = eng->spec.n_features > 0;
     size_t sw = pr_bitmap_words(in->scap), dw = pr_bitmap_words(in->cap);
     for (uint32_t c = 0; c < in->n_sparse; c++) {
         uint32_t n = pr_block_col_rows(in, c);
-        uint64_t miss = pr__bits(in->sparse_missing + c * sw, rej, n);
+        uint64_t miss = pr__bits(eng, in->sparse_missing + c * sw, rej, n);
         eng->stats.col_values[c] += n - nrej - miss;
         if (oov)
             eng->stats.col_oov[c] += pr__oov_count(eng, out, c, n, rej);
@@ -1082,11 +1102,11 @@ static void pr__health_add(pr_engine *eng, const pr_block *in, pr_out *out)
         if (!sd || !sd->absent || in->rows > sd->cap) /* a side built without them */
             return;
         for (uint32_t i = 0; i < sd->n_schema && i < eng->n_missing; i++)
-            eng->missing[i] += pr__bits(sd->absent + i * aw, NULL, in->rows);
+            eng->missing[i] += pr__bits(eng, sd->absent + i * aw, NULL, in->rows);
         return;
     }
     for (uint32_t d = 0; d < in->n_dense; d++)
-        eng->missing[d] += pr__bits(in->dense_missing + d * dw, rej, in->rows);
+        eng->missing[d] += pr__bits(eng, in->dense_missing + d * dw, rej, in->rows);
 }
 
 uint32_t pr_engine_missing(const pr_engine *eng, uint64_t *out, uint32_t n)

@@ -8,7 +8,8 @@
  * (min_count and a full table give OOV) at engine.threads 1 and 4 (the
  * counts must not depend on threads); serving under both profiles (dlrm:
  * the `unseen` answer) whole and in two halves; a declared schema's
- * per-feature absent bitmaps (pr_fside.absent, spec.n_features).
+ * per-feature absent bitmaps (pr_fside.absent, spec.n_features); the
+ * written-out popcount.
  */
 #include "engine_test_util.h"
 
@@ -267,9 +268,26 @@ static void test_declared_absent(void **state)
     pr_engine_free(e);
 }
 
+/* pr_popcount64 (the bitmaps' count on CPUs without POPCNT) against a bit
+ * by bit count. */
+static void test_popcount(void **state)
+{
+    (void)state;
+    uint64_t seed = 3;
+    for (int k = 0; k < 2000; k++) {
+        uint64_t w = k < 3 ? (k == 0 ? 0 : k == 1 ? ~(uint64_t)0 : 1ULL << 63) : tu_rand(&seed);
+        w &= k % 3 ? ~(uint64_t)0 : tu_rand(&seed); /* sparser words too */
+        unsigned n = 0;
+        for (int b = 0; b < 64; b++)
+            n += (unsigned)(w >> b) & 1u;
+        assert_int_equal(pr_popcount64(w), n);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_popcount),
         cmocka_unit_test(test_criteo_default),
         cmocka_unit_test(test_serving),
         cmocka_unit_test(test_declared_absent),
